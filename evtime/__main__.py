@@ -1,0 +1,3 @@
+from evtime.cli import main
+
+main()

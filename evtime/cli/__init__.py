@@ -1,0 +1,76 @@
+"""evtime's command line.  Nothing here imports pyspark at module level: --help, --version
+and usage errors answer without starting a JVM."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+import click
+
+from evtime import __version__
+from evtime.errors import EvtimeError, ExitStatus, from_spark
+
+COMMANDS = {"adjust": "evtime.cli.adjust:adjust", "explain": "evtime.cli.explain:explain"}
+
+
+class LazyGroup(click.Group):
+    """Subcommands imported only when used (click's lazy-group pattern)."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr = COMMANDS[name].split(":")
+        return getattr(__import__(module, fromlist=[attr]), attr)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="evtime")
+def cli() -> None:
+    """Put event files into event-time order the way a stream processor would:
+    hold rows within a bound, drop what is too late, and say why for every row."""
+
+
+def _verbose(argv: list[str]) -> bool:
+    return "-v" in argv or "--verbose" in argv
+
+
+def _fail(message: str, status: int) -> None:
+    click.echo(f"evtime: {message}", err=True)
+    sys.exit(status)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        status = cli.main(args=argv, prog_name="evtime", standalone_mode=False)
+    except click.ClickException as err:
+        err.show()
+        sys.exit(ExitStatus.USAGE if isinstance(err, click.UsageError) else err.exit_code)
+    except click.exceptions.Abort:
+        _fail("aborted", ExitStatus.ERROR)
+    except EvtimeError as err:
+        if _verbose(argv):
+            traceback.print_exc()
+        _fail(str(err), err.exit_status)
+    except BrokenPipeError:
+        # the reader went away (| head): end quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(ExitStatus.OK)
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except Exception as err:  # Spark errors, internal errors: one line unless -v
+        if _verbose(argv):
+            traceback.print_exc()
+        ours = from_spark(err)
+        if ours is not None:
+            _fail(str(ours), ours.exit_status)
+        text = str(err).strip().splitlines()
+        first = text[0] if text else type(err).__name__
+        _fail(f"{type(err).__name__}: {first}", ExitStatus.ERROR)
+    sys.exit(status or ExitStatus.OK)

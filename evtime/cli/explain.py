@@ -1,0 +1,94 @@
+"""evtime explain: the hold / release / discard decision for every row (SPEC §5)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+
+from evtime.cli import options, run
+
+FORMATS = ["table", "csv", "jsonl", "parquet"]
+
+
+@click.group()
+def explain() -> None:
+    """Show, for every input row in arrival order, what the operator did with it and why."""
+
+
+def _format(fmt: str | None, output: str) -> str:
+    from evtime.io.writer import output_format
+
+    if fmt:
+        return fmt
+    if output == "-":
+        return "table" if sys.stdout.isatty() else "csv"
+    return output_format(output, None)
+
+
+explain_output = options._stack(
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        help="table (default on a terminal), csv (default otherwise), jsonl, parquet.",
+    ),
+    click.option(
+        "-o",
+        "--output",
+        metavar="PATH",
+        default="-",
+        show_default=True,
+        help="Where to write the explanation.",
+    ),
+    click.option("--overwrite", is_flag=True, help="Replace an existing output."),
+)
+
+
+@explain.command(
+    "adjust",
+    epilog="""
+\b
+Examples:
+  evtime explain adjust --unit msec --range 999 samples/tuples.csv \\
+      --time-format 'yyyy/MM/dd HH:mm:ss:SSSSSSSSS'
+  evtime explain adjust --unit usec --range 999 --format csv -o why.csv big.parquet
+""",
+)
+@options.adjust_options
+@explain_output
+@options.input_options
+@options.session_options
+def explain_adjust(**kw) -> None:
+    """Explain `evtime adjust`: reference time, bound, decision and release for every row."""
+    started = time.monotonic()
+    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    from pyspark.sql import functions as F
+
+    from evtime.engine import adjust as engine
+    from evtime.engine import present
+    from evtime.io.reader import SEQ
+    from evtime.io.writer import ROUTE, Sink
+
+    spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
+    spark, df, lay, files = run.start(inp, ses)
+    df = engine.explain(engine.classify(df, spec), spec, [f.shown for f in files])
+    own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
+    frame = present.explain_frame(df.sort(SEQ), ("ref",), own)
+    fmt = _format(kw["fmt"], kw["output"])
+    cols = frame.columns
+    frame = frame.withColumn(
+        ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")
+    )
+    sink = Sink(
+        "explain",
+        ("out", "discard"),
+        kw["output"],
+        fmt,
+        cols,
+        list(present.NS_COLUMNS),
+        kw["overwrite"],
+    )
+    counts = run.write_and_publish(frame, [sink], lay)
+    run.summary("explain adjust", ses, counts, started)

@@ -1,0 +1,97 @@
+"""The steps every command shares: start Spark, read the inputs, write sinks, summarise."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+
+import click
+
+from evtime.errors import UsageError
+
+
+@dataclass
+class Inputs:
+    inputs: tuple[str, ...]
+    time_col: str | None
+    time_format: str | None
+    tz: str | None
+    input_format: str | None
+    order_by: str | None
+    keys: tuple[str, ...]
+
+
+@dataclass
+class Session:
+    master: str | None
+    remote: str | None
+    conf: tuple[str, ...]
+    verbose: bool
+    quiet: bool
+
+
+def session_of(kw: dict) -> Session:
+    return Session(*(kw.pop(k) for k in ("master", "remote", "conf", "verbose", "quiet")))
+
+
+def inputs_of(kw: dict) -> Inputs:
+    return Inputs(
+        *(
+            kw.pop(k)
+            for k in ("inputs", "time_col", "time_format", "tz", "input_format", "order_by", "keys")
+        )
+    )
+
+
+def start(inp: Inputs, ses: Session):
+    """Spark session and the input DataFrame (lazy), checked against the columns it has."""
+    from evtime.io import reader
+    from evtime.io.sources import expand_inputs
+    from evtime.session import SessionOptions, build_session
+
+    files = expand_inputs(list(inp.inputs), inp.input_format)
+    opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz)
+    lay = reader.layout(files, opts)  # fails fast on a missing time column, before Spark
+    for col in [*inp.keys, *([inp.order_by] if inp.order_by else [])]:
+        if col not in lay.schema.names:
+            names = lay.schema.names
+            raise UsageError(
+                f"no column {col!r}; columns: {', '.join(names)}{reader.suggest(col, names)}"
+            )
+    spark = build_session(SessionOptions.from_cli(ses.master, ses.remote, ses.conf, ses.verbose))
+    df, lay = reader.read(spark, files, opts)
+    if inp.order_by:
+        from evtime.engine.scan import order_arrivals
+
+        df = order_arrivals(df, inp.order_by)
+    return spark, df, lay, files
+
+
+def write_and_publish(df, sinks, lay) -> dict[str, int]:
+    from evtime.io import writer
+
+    for s in sinks:
+        writer.check_sink(s)
+    staging = writer.staging_dir()
+    try:
+        counts = writer.write(df, sinks, lay, staging)
+        for s in sinks:
+            writer.publish(s, staging, lay, df.schema)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return counts
+
+
+def summary(command: str, ses: Session, counts: dict[str, int], started: float) -> None:
+    if ses.quiet:
+        return
+    read = sum(counts.values())
+    released, discarded = counts.get("out", 0), counts.get("discard", 0)
+    click.echo(
+        f"evtime {command}: read {read}, released {released}, discarded {discarded} "
+        f"({time.monotonic() - started:.1f}s)",
+        err=True,
+    )
+    sys.stderr.flush()

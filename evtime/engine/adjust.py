@@ -1,0 +1,101 @@
+"""Timestamp adjustment (SPEC §2, seed 000), on the shared scan.
+
+``evtime = floor(t / unit) * unit``; the reference time is the running max of evtime over
+the key's arrivals; a row is discarded when ``evtime < ref_before - range*unit``; a kept
+row is released by the first later arrival whose ref passes ``evtime + range*unit``, which
+is the first arrival of the key with ``evtime > evtime_i + range*unit`` (a search in the
+monotone ref sequence).  The output is the kept rows ordered by (evtime, arrival).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from evtime.engine import present
+from evtime.engine.scan import arrival_numbers, first_above, join_small, positions, prefix_max
+from evtime.io.reader import SEQ, T
+from evtime.units import unit_ns
+
+EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
+
+
+@dataclass(frozen=True)
+class AdjustSpec:
+    unit: str = "nsec"
+    range: int = 0
+    keys: tuple[str, ...] = ()
+
+    @property
+    def unit_ns(self) -> int:
+        return unit_ns(self.unit)
+
+    @property
+    def width(self) -> int:
+        return self.range * self.unit_ns
+
+
+def classify(df: DataFrame, spec: AdjustSpec) -> DataFrame:
+    """Add the adjusted time, the reference time before the arrival and the keep flag."""
+    df = df.withColumn(EVT, F.col(T) - F.pmod(F.col(T), F.lit(spec.unit_ns)))
+    df = prefix_max(df, {REF_BEFORE: EVT}, by=spec.keys, inclusive=False)
+    keep = F.col(REF_BEFORE).isNull() | (F.col(EVT) >= F.col(REF_BEFORE) - F.lit(spec.width))
+    return df.withColumn(KEEP, keep)
+
+
+def _reason(spec: AdjustSpec, bound: str):
+    return F.concat(
+        F.lit("late: evtime "),
+        present.iso(EVT),
+        F.lit(" is below the bound "),
+        present.iso(bound),
+        F.lit(f" (reference time - {spec.range} {spec.unit})"),
+    )
+
+
+def with_discard_columns(df: DataFrame, spec: AdjustSpec) -> DataFrame:
+    """``arrival``, ``reason`` and ``bound`` (the bound the row missed) for the discards."""
+    df = arrival_numbers(df, "arrival").withColumn("bound", F.col(REF_BEFORE) - F.lit(spec.width))
+    return df.withColumn("reason", F.when(F.col(KEEP), None).otherwise(_reason(spec, "bound")))
+
+
+def order(df: DataFrame) -> DataFrame:
+    """Output order: (evtime, arrival)."""
+    return df.sort(EVT, SEQ)
+
+
+def explain(df: DataFrame, spec: AdjustSpec, sources: list[str]) -> DataFrame:
+    """Every arrival with its decision (SPEC §5), in arrival order; needs :func:`classify`."""
+    df = arrival_numbers(df, "arrival")
+    q = df.where(KEEP).select(
+        *spec.keys, F.col(SEQ).alias("_q"), (F.col(EVT) + F.lit(spec.width)).alias("_v")
+    )
+    d = df.select(*spec.keys, F.col(EVT).alias("_v"), F.col("arrival").alias("_a"))
+    released = first_above(q, d, spec.keys, "_rel").withColumnRenamed("_q", SEQ)
+    df = join_small(df, released, [SEQ])
+    df = positions(df, EVT, "output_pos", F.col(KEEP))
+    ref = F.greatest(F.col(REF_BEFORE), F.col(EVT))
+    src = F.element_at(F.array(*[F.lit(s) for s in sources]), F.col("_evt_file") + 1)
+    return (
+        df.withColumn("_bound_before", F.col(REF_BEFORE) - F.lit(spec.width))
+        .withColumns(
+            {
+                "_x_arrival": F.col("arrival"),
+                "_x_source": src,
+                "_x_time": F.col(T),
+                "_x_evtime": F.col(EVT),
+                "_x_decision": F.when(F.col(KEEP), present.RELEASED).otherwise(present.DISCARDED),
+                "_x_bound": ref - F.lit(spec.width),
+                "_x_ref": ref,
+                "_x_released_by": F.when(~F.col(KEEP), None).otherwise(
+                    F.coalesce(F.col("_rel").cast("string"), F.lit("end"))
+                ),
+                "_x_output_pos": F.col("output_pos"),
+                "_x_windows": F.lit(None).cast("string"),
+                "_x_reason": F.when(F.col(KEEP), None).otherwise(_reason(spec, "_bound_before")),
+            }
+        )
+        .drop("_rel", "_bound_before", "arrival", "output_pos")
+    )

@@ -1,0 +1,58 @@
+"""What explain shows (SPEC §5), built once for every operator.
+
+The engine adds its own columns (decision, bound, released_by, ...); this module fixes
+their names and order, formats times in words for reasons, and renames a row's own columns
+that clash with explain's.
+"""
+
+from __future__ import annotations
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+EXPLAIN_COLUMNS = (
+    "arrival",
+    "source",
+    "time",
+    "evtime",
+    "decision",
+    "bound",
+    "released_by",
+    "output_pos",
+    "windows",
+    "reason",
+)
+NS_COLUMNS = ("time", "evtime", "bound", "ref")
+RELEASED, DISCARDED, ADJUSTED, BOUND = "released", "discarded", "adjusted", "bound"
+
+
+def iso(name: str) -> Column:
+    """int64 ns column -> '2009-03-01T12:15:22.345678901Z' (only whole seconds go through
+    Spark's timestamp type, so nothing is rounded)."""
+    q = f"`{name}`"
+    whole = F.expr(
+        f"date_format(timestamp_seconds(({q} - pmod({q}, 1000000000L)) div "
+        f"1000000000L), \"yyyy-MM-dd'T'HH:mm:ss\")"
+    )
+    frac = F.expr(f"lpad(cast(pmod({q}, 1000000000L) as string), 9, '0')")
+    return F.concat(whole, F.lit("."), frac, F.lit("Z"))
+
+
+def own_columns(
+    user_columns: list[str], time_col: str, extra: tuple[str, ...] = ()
+) -> list[tuple[str, str]]:
+    """(column, shown name) for a row's own columns after explain's: prefix ``row_`` on a clash."""
+    taken = set(EXPLAIN_COLUMNS) | set(extra)
+    return [(c, f"row_{c}" if c in taken else c) for c in user_columns if c != time_col]
+
+
+def explain_frame(
+    df: DataFrame, extra_after_bound: tuple[str, ...], own: list[tuple[str, str]]
+) -> DataFrame:
+    """Columns in SPEC §5 order from the engine's ``_x_<name>`` columns, then the row's own."""
+    cols = []
+    for c in EXPLAIN_COLUMNS:
+        cols.append(F.col(f"_x_{c}").alias(c))
+        if c == "bound":
+            cols.extend(F.col(f"_x_{e}").alias(e) for e in extra_after_bound)
+    return df.select(*cols, *[F.col(c).alias(shown) for c, shown in own])

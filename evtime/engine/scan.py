@@ -1,0 +1,152 @@
+"""The one mechanism under every operator (SPEC §0), in parallel, DataFrame API only.
+
+* :func:`prefix_max` - a bound as a running maximum over arrival order: two passes over
+  the data (per-chunk maxima -> carry from earlier chunks -> running max inside a chunk),
+  never a window over the whole input.
+* :func:`first_above` - a search in a monotone sequence: for each query value, the first
+  arrival whose value passes it (release points, closing points).
+* :func:`arrival_numbers` / :func:`positions` - dense 1-based numbers in arrival order and
+  in output order, from per-chunk / per-bucket counts.
+
+Rows carry ``_evt_seq`` (increasing in arrival order, unique) and ``_evt_chunk``
+(``_evt_seq >> 20``: runs of consecutive arrivals, dense inside a run).  Windows below are
+partitioned by (keys, chunk) or (keys, bucket) over the rows, or run over small tables of
+per-chunk / per-bucket aggregates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ
+
+UNBOUNDED = Window.unboundedPreceding
+BUCKET_BITS = 10  # up to 1024 value buckets for searches and output positions
+
+
+def _small_by(by: Sequence[str]) -> list[Column]:
+    """Partitioning for windows over small per-chunk tables (a constant when no keys)."""
+    return [F.col(c) for c in by] or [F.lit(0)]
+
+
+def join_small(df: DataFrame, small: DataFrame, on: Sequence[str]) -> DataFrame:
+    """``df`` left-joined with a small table on ``on`` (null-safe: null keys match)."""
+    renamed = small.select(
+        *[F.col(c).alias(f"_r_{c}") for c in on],
+        *[c for c in small.columns if c not in on],
+    )
+    cond = None
+    for c in on:
+        eq = df[c].eqNullSafe(renamed[f"_r_{c}"])
+        cond = eq if cond is None else cond & eq
+    return df.join(renamed, cond, "left").drop(*[f"_r_{c}" for c in on])
+
+
+def prefix_max(
+    df: DataFrame, values: Mapping[str, Column | str], by: Sequence[str] = (), inclusive=True
+) -> DataFrame:
+    """Add, per ``out -> value``, the max of ``value`` over the key's arrivals up to this one.
+
+    ``inclusive=False`` excludes the row itself (the bound in force when it arrives).
+    Nulls are ignored; a key with no value yet gives null.
+    """
+    vals = {out: (F.col(v) if isinstance(v, str) else v) for out, v in values.items()}
+    per_chunk = df.groupBy(*by, CHUNK).agg(
+        *[F.max(v).alias(f"_pm_{out}") for out, v in vals.items()]
+    )
+    earlier = Window.partitionBy(*_small_by(by)).orderBy(CHUNK).rowsBetween(UNBOUNDED, -1)
+    carry = per_chunk.select(
+        *by, CHUNK, *[F.max(f"_pm_{out}").over(earlier).alias(f"_pc_{out}") for out in vals]
+    )
+    rows = (
+        Window.partitionBy(*by, CHUNK).orderBy(SEQ).rowsBetween(UNBOUNDED, 0 if inclusive else -1)
+    )
+    out_df = join_small(df, carry, [*by, CHUNK])
+    for out, v in vals.items():
+        out_df = out_df.withColumn(out, F.greatest(F.col(f"_pc_{out}"), F.max(v).over(rows)))
+    return out_df.drop(*[f"_pc_{out}" for out in vals])
+
+
+def _bucket(df: DataFrame, col: str) -> Column:
+    """A monotone bucket number (0..1023) of an int64 column, from its min and max."""
+    lo, hi = df.agg(F.min(col), F.max(col)).first()
+    if lo is None:
+        return F.lit(0)
+    shift = max(0, (hi - lo).bit_length() - BUCKET_BITS)
+    b = F.shiftright(F.col(col) - F.lit(lo), shift)
+    top = (1 << BUCKET_BITS) - 1
+    return F.when(F.col(col) <= F.lit(lo), 0).when(b >= top, top).otherwise(b)
+
+
+def first_above(
+    queries: DataFrame, data: DataFrame, by: Sequence[str], out: str, strict: bool = True
+) -> DataFrame:
+    """For each query row ``(by..., _q, _v)``: the least ``_a`` among ``data (by..., _v, _a)``
+    rows of the same key with ``_v > query._v`` (``>=`` when ``strict=False``).
+
+    Returns ``(_q, out)``.  The data's ``_v`` need not be sorted by ``_a``: this is the
+    minimum arrival over a suffix in value order, which for a monotone sequence is the first
+    point that passes the query.
+    """
+    kind_q = 1 if strict else -1  # at equal values, queries sort before (strict) or after data
+    both = data.select(*by, "_v", "_a", F.lit(0).alias("_k"), F.lit(None).cast("long").alias("_q"))
+    both = both.unionByName(
+        queries.select(
+            *by, "_v", F.lit(None).cast("long").alias("_a"), F.lit(kind_q).alias("_k"), "_q"
+        )
+    )
+    both = both.withColumn("_b", _bucket(both, "_v"))
+    per_bucket = both.groupBy(*by, "_b").agg(F.min("_a").alias("_bm"))
+    higher = (
+        Window.partitionBy(*_small_by(by)).orderBy(F.col("_b").desc()).rowsBetween(UNBOUNDED, -1)
+    )
+    carry = per_bucket.select(*by, "_b", F.min("_bm").over(higher).alias("_bc"))
+    inside = (
+        Window.partitionBy(*by, "_b")
+        .orderBy(F.col("_v").desc(), F.col("_k").desc())
+        .rowsBetween(UNBOUNDED, 0)
+    )
+    found = both.withColumn("_in", F.min("_a").over(inside)).where(F.col("_k") != 0)
+    found = join_small(found, carry, [*by, "_b"])
+    return found.select("_q", F.least("_bc", "_in").alias(out))
+
+
+def arrival_numbers(df: DataFrame, out: str = "arrival") -> DataFrame:
+    """1-based arrival numbers over the whole input (dense), from per-chunk counts."""
+    counts = df.groupBy(CHUNK).agg(F.count(F.lit(1)).alias("_n"))
+    before = Window.partitionBy(F.lit(0)).orderBy(CHUNK).rowsBetween(UNBOUNDED, -1)
+    offsets = counts.select(CHUNK, F.coalesce(F.sum("_n").over(before), F.lit(0)).alias("_off"))
+    mask = (1 << CHUNK_SHIFT) - 1
+    return (
+        join_small(df, offsets, [CHUNK])
+        .withColumn(out, F.col("_off") + F.col(SEQ).bitwiseAND(F.lit(mask)) + 1)
+        .drop("_off")
+    )
+
+
+def positions(df: DataFrame, time: str, out: str, keep: Column) -> DataFrame:
+    """1-based positions in output order ``(time, arrival)`` of the rows where ``keep``."""
+    kept = df.where(keep).select(time, SEQ)
+    kept = kept.withColumn("_b", _bucket(kept, time))
+    counts = kept.groupBy("_b").agg(F.count(F.lit(1)).alias("_n"))
+    before = Window.partitionBy(F.lit(0)).orderBy("_b").rowsBetween(UNBOUNDED, -1)
+    offsets = counts.select("_b", F.coalesce(F.sum("_n").over(before), F.lit(0)).alias("_off"))
+    ranked = join_small(kept, offsets, ["_b"]).select(
+        SEQ,
+        (F.col("_off") + F.row_number().over(Window.partitionBy("_b").orderBy(time, SEQ))).alias(
+            out
+        ),
+    )
+    return join_small(df, ranked, [SEQ])
+
+
+def order_arrivals(df: DataFrame, col: str) -> DataFrame:
+    """Arrival order from an explicit column (ties: input order): ``_evt_seq`` becomes the
+    row's place in a sort by (col, file, row), numbered per sorted partition (dense inside a
+    partition, so chunks stay dense runs).  Checkpointed so every later pass sees the same
+    numbering."""
+    ordered = df.sort(col, FILE, ROW).withColumn(SEQ, F.monotonically_increasing_id())
+    return ordered.withColumn(CHUNK, F.shiftright(SEQ, CHUNK_SHIFT)).localCheckpoint()

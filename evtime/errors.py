@@ -1,0 +1,61 @@
+"""The errors evtime reports to users: one line each, with an exit status.
+
+Engine and I/O raise these; the CLI turns them into a single stderr line.  Errors raised
+inside Spark tasks (Python workers) travel back inside a Spark exception; the message is
+wrapped in markers so the CLI can find it again (:func:`from_spark`).
+"""
+
+from __future__ import annotations
+
+import re
+from enum import IntEnum
+
+
+class ExitStatus(IntEnum):
+    OK = 0
+    ERROR = 1  # runtime or input error
+    USAGE = 2  # bad command line
+
+
+class EvtimeError(Exception):
+    """Something the user can fix; ``str(err)`` is the one line shown."""
+
+    exit_status = ExitStatus.ERROR
+
+
+class InputError(EvtimeError):
+    """Bad input data: names the file, row and column."""
+
+
+class UsageError(EvtimeError):
+    exit_status = ExitStatus.USAGE
+
+
+class OutputError(EvtimeError):
+    """The output cannot be written (exists without --overwrite, unwritable, ...)."""
+
+
+class SetupError(EvtimeError):
+    """The machine cannot run Spark (no Java, ...)."""
+
+
+_MARK = "\u27e6evtime\u27e7"
+_MARKED = re.compile(
+    re.escape(_MARK) + r"(\w+)" + re.escape(_MARK) + r"(.*?)" + re.escape(_MARK), re.S
+)
+
+
+def in_task(err: EvtimeError) -> EvtimeError:
+    """Wrap an error raised in a Spark task so :func:`from_spark` finds it on the driver."""
+    return type(err)(f"{_MARK}{type(err).__name__}{_MARK}{err}{_MARK}")
+
+
+def from_spark(exc: BaseException) -> EvtimeError | None:
+    """The evtime error carried inside a Spark exception, if there is one."""
+    m = _MARKED.search(str(exc))
+    if not m:
+        return None
+    cls = {c.__name__: c for c in (EvtimeError, InputError, UsageError, OutputError)}.get(
+        m.group(1), EvtimeError
+    )
+    return cls(m.group(2))

@@ -1,0 +1,110 @@
+"""Which files make up an input, in arrival order, and how to open them.
+
+Arrival order (SPEC §1): the inputs in the order given; a glob or directory expands sorted
+by name; then row order inside each file.  ``-`` is standard input, spooled to a temporary
+file so Spark tasks can read it like any other file.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass
+
+import fsspec
+
+from evtime.errors import InputError, UsageError
+
+FORMATS = ("csv", "parquet", "jsonl")
+_EXTENSIONS = {
+    ".csv": "csv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+    ".json": "jsonl",
+}
+_COMPRESSION = (".gz", ".bz2", ".zst", ".xz")
+
+
+@dataclass(frozen=True)
+class InputFile:
+    """One file of the input; ``index`` is its place in arrival order."""
+
+    index: int
+    url: str  # what the reader opens (local path or fsspec URL)
+    shown: str  # what users see (the path as given, or '-')
+    fmt: str
+    group: int = 0  # which command-line argument it came from (merge: the source)
+
+
+def format_of(path: str, forced: str | None) -> str:
+    if forced:
+        return forced
+    name = path.lower()
+    for ext in _COMPRESSION:
+        if name.endswith(ext):
+            name = name[: -len(ext)]
+    for ext, fmt in _EXTENSIONS.items():
+        if name.endswith(ext):
+            return fmt
+    raise UsageError(
+        f"cannot tell the format of {path!r} from its name: use --input-format csv|parquet|jsonl"
+    )
+
+
+def _spool_stdin() -> str:
+    fd, path = tempfile.mkstemp(prefix="evtime-stdin-")
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    with os.fdopen(fd, "wb") as out:
+        shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
+    return path
+
+
+def _expand(arg: str) -> list[str]:
+    """The files one argument names, sorted by name for globs and directories."""
+    fs, _, paths = fsspec.get_fs_token_paths(arg)
+    protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
+
+    def url(p: str) -> str:
+        return p if protocol in ("file", "local") else fs.unstrip_protocol(p)
+
+    if any(ch in arg for ch in "*?["):
+        found = sorted(p for p in paths if fs.isfile(p))
+        if not found:
+            raise InputError(f"{arg}: no file matches")
+        return [url(p) for p in found]
+    (path,) = paths
+    try:
+        if fs.isdir(path):
+            found = sorted(
+                p for p in fs.find(path) if not os.path.basename(p).startswith((".", "_"))
+            )
+            if not found:
+                raise InputError(f"{arg}: directory is empty")
+            return [url(p) for p in found]
+        if not fs.exists(path):
+            raise InputError(f"{arg}: no such file")
+    except (PermissionError, OSError) as err:
+        raise InputError(f"{arg}: {err.__class__.__name__}: {err}") from None
+    return [url(path) if protocol not in ("file", "local") else arg]
+
+
+def expand_inputs(args: list[str], forced_format: str | None) -> list[InputFile]:
+    """All files of all arguments, numbered in arrival order."""
+    if not args:
+        raise UsageError("no INPUT given (use - for standard input)")
+    files: list[InputFile] = []
+    for group, arg in enumerate(args):
+        if arg == "-":
+            if not forced_format:
+                forced_format = "csv"
+            files.append(InputFile(len(files), _spool_stdin(), "-", forced_format, group))
+            continue
+        for path in _expand(arg):
+            shown = arg if path == arg else path
+            files.append(InputFile(len(files), path, shown, format_of(path, forced_format), group))
+    return files

@@ -1,0 +1,247 @@
+"""Writing results: ordered part files written by Spark tasks, published atomically.
+
+One Spark job writes every sink (the output and the discards) from one ordered DataFrame:
+each task writes its partition with pyarrow to ``part-<sink>-<partition>`` (so ns
+timestamps stay ns and the files are in output order) and reports how many rows it saw of
+each kind.  The driver then assembles the parts into the destination by streaming them
+(never holding the data), into a temporary name first, renamed (or, on object stores,
+uploaded in one PUT) only when complete.  Standard output is assembled the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import fsspec
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+
+from evtime.errors import OutputError, UsageError
+from evtime.io.reader import Layout
+from evtime.io.sources import format_of
+from evtime.io.timeparse import format_ns
+
+ROUTE = "_evt_route"  # which sink a row goes to ('' = counted, written nowhere)
+OUT_FORMATS = ("csv", "parquet", "jsonl", "table")
+
+
+@dataclass
+class Sink:
+    """One destination: its name, which rows (routes), which columns, where, what format."""
+
+    name: str
+    routes: tuple[str, ...]
+    path: str | None  # None or '-' = standard output
+    fmt: str
+    columns: list[str]
+    ns_columns: list[str] = field(default_factory=list)  # int64 ns -> timestamp / ISO text
+    overwrite: bool = False
+
+    @property
+    def to_stdout(self) -> bool:
+        return self.path in (None, "-")
+
+
+def output_format(path: str | None, forced: str | None, default: str = "csv") -> str:
+    if forced:
+        return forced
+    if path in (None, "-"):
+        return default
+    try:
+        return format_of(path, None)
+    except UsageError:
+        raise UsageError(
+            f"cannot tell the output format of {path!r}: use --output-format csv|parquet|jsonl"
+        ) from None
+
+
+def _fs(path: str):
+    fs, _, (p,) = fsspec.get_fs_token_paths(path)
+    return fs, p
+
+
+def check_sink(sink: Sink) -> None:
+    """Refuse before any work: an existing output without --overwrite, a missing directory."""
+    if sink.to_stdout:
+        return
+    fs, p = _fs(sink.path)
+    if fs.exists(p) and not sink.overwrite:
+        raise OutputError(f"{sink.path} exists: use --overwrite to replace it")
+    parent = os.path.dirname(p)
+    if "file" in fs.protocol and parent and not os.path.isdir(parent):
+        raise OutputError(f"{sink.path}: directory {parent} does not exist")
+
+
+def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
+    cols, names = [], []
+    for name in sink.columns:
+        arr = batch.column(name)
+        if name in sink.ns_columns:
+            arr = arr.cast(pa.timestamp("ns", "UTC")) if sink.fmt == "parquet" else format_ns(arr)
+        else:
+            arr = lay.restore(name, arr)
+            if sink.fmt != "parquet" and pa.types.is_timestamp(arr.type):
+                arr = format_ns(arr)
+        cols.append(arr)
+        names.append(name)
+    return pa.Table.from_arrays(cols, names=names)
+
+
+def _jsonl(table: pa.Table) -> bytes:
+    lines = (json.dumps(r, default=str, ensure_ascii=False) for r in table.to_pylist())
+    return "".join(line + "\n" for line in lines).encode()
+
+
+class _PartWriter:
+    def __init__(self, path: str, sink: Sink):
+        self.path, self.sink, self.out, self.rows = path, sink, None, 0
+
+    def write(self, table: pa.Table) -> None:
+        fmt = self.sink.fmt
+        if self.out is None:
+            if fmt == "parquet":
+                self.out = pq.ParquetWriter(self.path, table.schema)
+            else:
+                self.out = open(self.path, "wb")  # noqa: SIM115 (closed in close())
+        if fmt == "parquet":
+            self.out.write_table(table)
+        elif fmt == "jsonl":
+            self.out.write(_jsonl(table))
+        else:  # csv and table are staged as CSV
+            pcsv.write_csv(
+                table, self.out, pcsv.WriteOptions(include_header=False, quoting_style="needed")
+            )
+        self.rows += table.num_rows
+
+    def close(self) -> None:
+        if self.out is not None:
+            self.out.close()
+
+
+def write(df, sinks: list[Sink], lay: Layout, staging: str) -> dict[str, int]:
+    """Run the job: write every sink's parts under ``staging``; rows seen per route."""
+    from pyspark.sql import functions as F
+
+    def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow.compute as pc
+
+        seen: dict[str, int] = {}
+        writers: dict[str, _PartWriter] = {}
+        try:
+            for b in batches:
+                if b.num_rows == 0:
+                    continue
+                pid = b.column("_evt_pid")[0].as_py()
+                route = b.column(ROUTE)
+                for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
+                    seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
+                for sink in sinks:
+                    sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
+                    if sel.num_rows == 0:
+                        continue
+                    if sink.name not in writers:
+                        path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
+                        writers[sink.name] = _PartWriter(path, sink)
+                    writers[sink.name].write(_prepare(sel, sink, lay))
+        finally:
+            for w in writers.values():
+                w.close()
+        if seen:
+            yield pa.RecordBatch.from_pydict(
+                {"route": list(seen), "rows": list(seen.values())},
+                schema=pa.schema([("route", pa.string()), ("rows", pa.int64())]),
+            )
+
+    counts = (
+        df.withColumn("_evt_pid", F.spark_partition_id())
+        .mapInArrow(write_partition, "route string, rows long")
+        .groupBy("route")
+        .agg(F.sum("rows").alias("rows"))
+        .collect()
+    )  # one row per route: a handful of numbers
+    return {r["route"]: r["rows"] for r in counts}
+
+
+def staging_dir() -> str:
+    return tempfile.mkdtemp(prefix="evtime-")
+
+
+def _parts(staging: str, name: str) -> list[str]:
+    prefix = f"part-{name}-"
+    return [os.path.join(staging, n) for n in sorted(os.listdir(staging)) if n.startswith(prefix)]
+
+
+def _arrow_schema(sink: Sink, lay: Layout, spark_schema) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    carried = to_arrow_schema(spark_schema)
+    fields = []
+    for name in sink.columns:
+        if name in sink.ns_columns:
+            t = pa.timestamp("ns", "UTC") if sink.fmt == "parquet" else pa.string()
+        elif name in lay.schema.names:
+            t = lay.schema.field(name).type
+            if sink.fmt != "parquet" and pa.types.is_timestamp(t):
+                t = pa.string()
+        else:
+            t = carried.field(name).type
+        fields.append(pa.field(name, t))
+    return pa.schema(fields)
+
+
+def _assemble(sink: Sink, parts: list[str], schema: pa.Schema, out) -> None:
+    """Stream the parts, in order, into the open binary file ``out``."""
+    if sink.fmt == "parquet":
+        with pq.ParquetWriter(out, schema) as w:
+            for p in parts:
+                pf = pq.ParquetFile(p)
+                for i in range(pf.num_row_groups):
+                    w.write_table(pf.read_row_group(i).cast(schema))
+        return
+    if sink.fmt == "csv":
+        header = pa.Table.from_batches([], schema=schema)
+        pcsv.write_csv(header, out, pcsv.WriteOptions(include_header=True))
+    for p in parts:
+        with open(p, "rb") as fh:
+            shutil.copyfileobj(fh, out, 1 << 20)
+
+
+def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
+    """Move one sink's parts to its destination, complete or not at all."""
+    parts = _parts(staging, sink.name)
+    schema = _arrow_schema(sink, lay, spark_schema)
+    if sink.to_stdout:
+        if sink.fmt == "table":
+            from evtime.io.table import print_table
+
+            print_table(parts, schema, sys.stdout)
+            return
+        out = sys.stdout.buffer
+        _assemble(sink, parts, schema, out)
+        out.flush()
+        return
+    check_sink(sink)
+    fs, p = _fs(sink.path)
+    local = "file" in fs.protocol
+    tmp_dir = os.path.dirname(os.path.abspath(p)) if local else staging
+    tmp = os.path.join(tmp_dir, f".{os.path.basename(p)}.evtime-{uuid.uuid4().hex[:8]}")
+    try:
+        with open(tmp, "wb") as out:
+            _assemble(sink, parts, schema, out)
+        if local:
+            os.replace(tmp, p)
+        else:
+            fs.put_file(tmp, p)  # one PUT: the object appears complete or not at all
+    except OSError as err:
+        raise OutputError(f"{sink.path}: cannot write: {err}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)

@@ -1,0 +1,146 @@
+"""Building the SparkSession: embedded local mode by default, a cluster or Spark Connect.
+
+Only this module and the CLI know how Spark is reached; the engine receives DataFrames.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+
+from evtime.errors import SetupError, UsageError
+
+# Settings every evtime session gets (the user's --conf wins).
+DEFAULT_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.sql.adaptive.enabled": "true",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.legacy.parquet.nanosAsLong": "true",
+}
+# Local mode: every port the driver opens stays on loopback.
+LOCAL_CONF = {
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
+
+
+@dataclass
+class SessionOptions:
+    master: str | None = None
+    remote: str | None = None
+    conf: dict[str, str] = field(default_factory=dict)
+    verbose: bool = False
+
+    @classmethod
+    def from_cli(
+        cls, master: str | None, remote: str | None, conf: tuple[str, ...], verbose: bool
+    ) -> SessionOptions:
+        pairs: dict[str, str] = {}
+        env_conf = [c for c in os.environ.get("EVTIME_CONF", "").split(",") if c.strip()]
+        for item in [*env_conf, *conf]:
+            key, sep, value = item.partition("=")
+            if not sep or not key.strip():
+                raise UsageError(f"--conf takes KEY=VALUE, got {item!r}")
+            pairs[key.strip()] = value.strip()
+        return cls(
+            master=master or os.environ.get("EVTIME_MASTER"),
+            remote=remote or os.environ.get("SPARK_REMOTE"),
+            conf=pairs,
+            verbose=verbose,
+        )
+
+
+def check_java() -> None:
+    """Fail with one line, before any JVM is started, when Java 17+ is not there."""
+    java_home = os.environ.get("JAVA_HOME")
+    java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
+    hint = (
+        "install Java 17 or newer (e.g. 'apt-get install openjdk-17-jre-headless') or set "
+        "JAVA_HOME; or run against a Spark Connect server with --remote sc://HOST"
+    )
+    if not java or not os.path.exists(java):
+        raise SetupError(f"evtime runs Spark, which needs Java, and none was found: {hint}")
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise SetupError(f"cannot run {java}: {err}: {hint}") from None
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if m:
+        major = int(m.group(1)) if m.group(1) != "1" else int(m.group(2) or 0)
+        if major < 17:
+            raise SetupError(f"Spark 4 needs Java 17 or newer; {java} is Java {major}: {hint}")
+
+
+def _log4j_options(verbose: bool) -> str:
+    path = resources.files("evtime").joinpath("log4j2.properties")
+    level = "warn" if verbose else "off"
+    return f"-Dlog4j2.configurationFile=file:{path} -Devtime.loglevel={level}"
+
+
+# Lines the JVM prints to stderr by itself (not through log4j) that say nothing to users.
+_JVM_NOISE = re.compile(
+    rb"^(WARNING: Using incubator modules|Setting default log level|"
+    rb"To adjust logging level|WARNING: .*(sun.misc.Unsafe|restricted method))"
+)
+
+
+def _filter_jvm_stderr() -> Callable[[], None]:
+    """Give the JVM about to start a stderr that drops known noise; returns 'restore'."""
+    read_fd, write_fd = os.pipe()
+    saved = os.dup(2)
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+
+    def pump() -> None:
+        with os.fdopen(read_fd, "rb") as pipe:
+            for line in pipe:
+                if not _JVM_NOISE.match(line):
+                    os.write(saved, line)
+
+    threading.Thread(target=pump, name="evtime-jvm-stderr", daemon=True).start()
+
+    def restore() -> None:
+        os.dup2(saved, 2)
+
+    return restore
+
+
+def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
+    """A SparkSession for the options; pyspark is imported here, not at CLI import time."""
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName("evtime")
+    conf = dict(DEFAULT_CONF)
+    if opts.remote:
+        builder = builder.remote(opts.remote)
+        conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
+    else:
+        check_java()
+        master = opts.master or "local[*]"
+        builder = builder.master(master)
+        if master.startswith("local"):
+            conf.update(LOCAL_CONF)
+        java_opts = _log4j_options(opts.verbose)
+        extra = opts.conf.get("spark.driver.extraJavaOptions")
+        conf["spark.driver.extraJavaOptions"] = f"{java_opts} {extra}" if extra else java_opts
+    conf.update({k: v for k, v in opts.conf.items() if k != "spark.driver.extraJavaOptions"})
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    restore = _filter_jvm_stderr() if not (opts.remote or opts.verbose) else None
+    try:
+        spark = builder.getOrCreate()
+    finally:
+        if restore:
+            restore()
+    if not opts.remote:
+        spark.sparkContext.setLogLevel("WARN" if opts.verbose else "OFF")
+    return spark
