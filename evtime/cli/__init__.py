@@ -10,25 +10,20 @@ import traceback
 import click
 
 from evtime import __version__
+from evtime.cli.lazy import LazyGroup
 from evtime.errors import EvtimeError, ExitStatus, from_spark
 
-COMMANDS = {"adjust": "evtime.cli.adjust:adjust", "explain": "evtime.cli.explain:explain"}
+COMMANDS = {
+    "adjust": "evtime.cli.adjust:adjust",
+    "merge": "evtime.cli.merge:merge",
+    "bound": "evtime.cli.bound:bound",
+    "explain": "evtime.cli.explain:explain",
+}
 
 
-class LazyGroup(click.Group):
-    """Subcommands imported only when used (click's lazy-group pattern)."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMANDS)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        if name not in COMMANDS:
-            return None
-        module, attr = COMMANDS[name].split(":")
-        return getattr(__import__(module, fromlist=[attr]), attr)
-
-
-@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(
+    cls=LazyGroup, commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+)
 @click.version_option(__version__, "--version", prog_name="evtime")
 def cli() -> None:
     """Put event files into event-time order the way a stream processor would:

@@ -8,16 +8,24 @@ import time
 import click
 
 from evtime.cli import options, run
+from evtime.cli.lazy import LazyGroup
 
 FORMATS = ["table", "csv", "jsonl", "parquet"]
 
 
-@click.group()
+EXPLAIN_COMMANDS = {
+    "adjust": "evtime.cli.explain:explain_adjust",
+    "merge": "evtime.cli.merge:explain_merge",
+    "bound": "evtime.cli.bound:explain_bound",
+}
+
+
+@click.group(cls=LazyGroup, commands=EXPLAIN_COMMANDS)
 def explain() -> None:
     """Show, for every input row in arrival order, what the operator did with it and why."""
 
 
-def _format(fmt: str | None, output: str) -> str:
+def explain_format(fmt: str | None, output: str) -> str:
     from evtime.io.writer import output_format
 
     if fmt:
@@ -76,7 +84,7 @@ def explain_adjust(**kw) -> None:
     df = engine.explain(engine.classify(df, spec), spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
     frame = present.explain_frame(df.sort(SEQ), ("ref",), own)
-    fmt = _format(kw["fmt"], kw["output"])
+    fmt = explain_format(kw["fmt"], kw["output"])
     cols = frame.columns
     frame = frame.withColumn(
         ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")

@@ -68,7 +68,8 @@ def order(df: DataFrame) -> DataFrame:
 
 def explain(df: DataFrame, spec: AdjustSpec, sources: list[str]) -> DataFrame:
     """Every arrival with its decision (SPEC §5), in arrival order; needs :func:`classify`."""
-    df = arrival_numbers(df, "arrival")
+    # cut the lineage: the searches below plan and run over these rows several times
+    df = arrival_numbers(df, "arrival").localCheckpoint()
     q = df.where(KEEP).select(
         *spec.keys, F.col(SEQ).alias("_q"), (F.col(EVT) + F.lit(spec.width)).alias("_v")
     )
