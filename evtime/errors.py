@@ -35,6 +35,10 @@ class OutputError(EvtimeError):
     """The output cannot be written (exists without --overwrite, unwritable, ...)."""
 
 
+class PipeClosed(Exception):
+    """Standard output's reader went away (``| head``): stop quietly, status 0."""
+
+
 class SetupError(EvtimeError):
     """The machine cannot run Spark (no Java, ...)."""
 

@@ -129,6 +129,7 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
         builder = builder.master(master)
         if master.startswith("local"):
             conf.update(LOCAL_CONF)
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         java_opts = _log4j_options(opts.verbose)
         extra = opts.conf.get("spark.driver.extraJavaOptions")
         conf["spark.driver.extraJavaOptions"] = f"{java_opts} {extra}" if extra else java_opts

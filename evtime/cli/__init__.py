@@ -11,7 +11,7 @@ import click
 
 from evtime import __version__
 from evtime.cli.lazy import LazyGroup
-from evtime.errors import EvtimeError, ExitStatus, from_spark
+from evtime.errors import EvtimeError, ExitStatus, PipeClosed, from_spark
 
 COMMANDS = {
     "adjust": "evtime.cli.adjust:adjust",
@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> None:
         if _verbose(argv):
             traceback.print_exc()
         _fail(str(err), err.exit_status)
-    except BrokenPipeError:
+    except (BrokenPipeError, PipeClosed):
         # the reader went away (| head): end quietly
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())

@@ -90,7 +90,7 @@ def _expand(arg: str) -> list[str]:
             raise InputError(f"{arg}: no such file")
     except (PermissionError, OSError) as err:
         raise InputError(f"{arg}: {err.__class__.__name__}: {err}") from None
-    return [url(path) if protocol not in ("file", "local") else arg]
+    return [url(path)]
 
 
 def expand_inputs(args: list[str], forced_format: str | None) -> list[InputFile]:
@@ -105,6 +105,9 @@ def expand_inputs(args: list[str], forced_format: str | None) -> list[InputFile]
             files.append(InputFile(len(files), _spool_stdin(), "-", forced_format, group))
             continue
         for path in _expand(arg):
-            shown = arg if path == arg else path
+            # tasks open absolute paths/URLs; users see names the way they wrote them
+            shown = path
+            if "://" not in path and not os.path.isabs(arg):
+                shown = os.path.relpath(path)
             files.append(InputFile(len(files), path, shown, format_of(path, forced_format), group))
     return files

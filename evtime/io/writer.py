@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
-from evtime.errors import OutputError, UsageError
+from evtime.errors import OutputError, PipeClosed, UsageError
 from evtime.io.reader import Layout
 from evtime.io.sources import format_of
 from evtime.io.timeparse import format_ns
@@ -222,11 +222,17 @@ def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
         if sink.fmt == "table":
             from evtime.io.table import print_table
 
-            print_table(parts, schema, sys.stdout)
+            try:
+                print_table(parts, schema, sys.stdout)
+            except BrokenPipeError:
+                raise PipeClosed() from None
             return
         out = sys.stdout.buffer
-        _assemble(sink, parts, schema, out)
-        out.flush()
+        try:
+            _assemble(sink, parts, schema, out)
+            out.flush()
+        except BrokenPipeError:
+            raise PipeClosed() from None
         return
     check_sink(sink)
     fs, p = _fs(sink.path)

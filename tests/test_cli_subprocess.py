@@ -1,0 +1,104 @@
+"""The installed `evtime` script, run as users run it (separate processes, real pipes)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import SAMPLES
+
+NO_SPARK = (
+    "import sys\n"
+    "from evtime.cli import main\n"
+    "try:\n    main(sys.argv[1:])\n"
+    "except SystemExit as e:\n    code = e.code\n"
+    "print('PYSPARK-LOADED' if 'pyspark' in sys.modules else 'NO-PYSPARK', code, "
+    "file=sys.stderr)\n"
+)
+
+
+@pytest.mark.parametrize(
+    "args,status",
+    [
+        (["--help"], 0),
+        (["--version"], 0),
+        (["adjust", "--help"], 0),
+        (["explain", "adjust", "--help"], 0),
+        (["adjust", "x.csv"], 2),
+        (["adjust", "--unit", "msec", "--range", "-3", "x.csv"], 2),
+        (["nosuch"], 2),
+    ],
+)
+def test_help_version_and_usage_errors_do_not_start_spark(args, status):
+    p = subprocess.run(
+        [sys.executable, "-c", NO_SPARK, *args], capture_output=True, text=True, timeout=60
+    )
+    assert f"NO-PYSPARK {status}" in p.stderr, p.stderr
+
+
+def test_version(script_runner):
+    r = script_runner.run(["evtime", "--version"])
+    assert r.success and r.stdout.startswith("evtime, version ")
+
+
+def test_missing_java_is_one_clear_line(script_runner, tmp_path, cli_env):
+    env = dict(cli_env, JAVA_HOME=str(tmp_path / "no-java"))
+    r = script_runner.run(
+        ["evtime", "adjust", "--unit", "msec", "--range", "999", str(SAMPLES / "tuples.parquet")],
+        env=env,
+    )
+    assert r.returncode == 1
+    assert r.stderr.strip().count("\n") == 0
+    assert "needs Java" in r.stderr and "Java 17" in r.stderr
+
+
+@pytest.mark.cli
+def test_pipe_into_head_ends_quietly_and_stdout_is_data_only(tmp_path, cli_env):
+    # big enough that `head -2` closes the pipe while evtime is still writing
+    n = 300_000
+    pq.write_table(
+        pa.table({"time": pa.array(range(n), pa.timestamp("ns")), "v": range(n)}),
+        tmp_path / "big.parquet",
+    )
+    sh = (
+        "evtime adjust --unit nsec --range 0 big.parquet | head -2; "
+        'echo "STATUS ${PIPESTATUS[0]}" >&2'
+    )
+    p = subprocess.run(
+        ["bash", "-c", sh], cwd=tmp_path, capture_output=True, text=True, env=cli_env, timeout=300
+    )
+    assert p.stdout.splitlines() == [
+        '"time","v","evtime"',
+        '"1970-01-01T00:00:00.000000000Z",0,"1970-01-01T00:00:00.000000000Z"',
+    ]
+    assert "Traceback" not in p.stderr and "Error" not in p.stderr, p.stderr
+    assert "STATUS 0" in p.stderr
+
+
+@pytest.mark.cli
+def test_stdin_to_stdout_through_the_script(script_runner, cli_env):
+    data = (SAMPLES / "tuples.csv").read_text()
+    r = script_runner.run(
+        [
+            "evtime",
+            "adjust",
+            "--unit",
+            "msec",
+            "--range",
+            "999",
+            "--time-format",
+            "yyyy/MM/dd HH:mm:ss:SSSSSSSSS",
+            "-",
+        ],
+        stdin=__import__("io").StringIO(data),
+        env=cli_env,
+    )
+    assert r.success, r.stderr
+    assert [line.split(",")[0].strip('"') for line in r.stdout.splitlines()[1:]] == list("BADCE")
+    # stderr: the summary line only, no JVM or log4j noise
+    assert r.stderr.strip().splitlines() == [r.stderr.strip()]
+    assert r.stderr.startswith("evtime adjust: read 5, released 5, discarded 0")
