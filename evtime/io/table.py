@@ -10,6 +10,7 @@ import pyarrow.csv as pcsv
 
 SAMPLE = 500  # rows used to size the columns
 MAX_WIDTH = 40
+WIDE, WIDE_COLUMNS = 160, {"reason"}  # reasons are the point of explain: keep them whole
 
 
 def _rows(parts: list[str], schema: pa.Schema):
@@ -23,21 +24,22 @@ def _rows(parts: list[str], schema: pa.Schema):
 
 
 def _cell(v: str, w: int) -> str:
-    v = v if len(v) <= w else v[: w - 1] + "…"
-    return v.ljust(w)
+    return (v if len(v) <= w else v[: w - 1] + "…").ljust(w)
 
 
 def print_table(parts: list[str], schema: pa.Schema, out: TextIO) -> None:
     rows = _rows(parts, schema)
     head = list(itertools.islice(rows, SAMPLE))
     widths = [
-        min(MAX_WIDTH, max([len(n), *(len(r[i]) for r in head)]))
+        min(WIDE if n in WIDE_COLUMNS else MAX_WIDTH, max([len(n), *(len(r[i]) for r in head)]))
         for i, n in enumerate(schema.names)
     ]
-    out.write(
-        "  ".join(_cell(n, w) for n, w in zip(schema.names, widths, strict=True)).rstrip() + "\n"
-    )
-    out.write("  ".join("-" * w for w in widths) + "\n")
+
+    def line(values) -> str:
+        return "  ".join(_cell(v, w) for v, w in zip(values, widths, strict=True)).rstrip() + "\n"
+
+    out.write(line(schema.names))
+    out.write(line(["-" * w for w in widths]))
     for r in itertools.chain(head, rows):
-        out.write("  ".join(_cell(v, w) for v, w in zip(r, widths, strict=True)).rstrip() + "\n")
+        out.write(line(r))
     out.flush()

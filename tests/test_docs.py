@@ -1,0 +1,82 @@
+"""Docs stay true: every option of every command is in its man page, generated pages are
+fresh, man renders them, and the README's set-up commands are the ones CI runs."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+
+import click
+import pytest
+
+from evtime.cli import cli
+from tests.conftest import ROOT
+
+MAN = ROOT / "man"
+PAGES = {  # command path -> man pages that document its options
+    ("adjust",): ["evtime-adjust.1"],
+    ("merge",): ["evtime-merge.1"],
+    ("bound",): ["evtime-bound.1"],
+    ("explain", "adjust"): ["evtime-explain.1", "evtime-adjust.1"],
+    ("explain", "merge"): ["evtime-explain.1", "evtime-merge.1"],
+    ("explain", "bound"): ["evtime-explain.1", "evtime-bound.1"],
+}
+
+
+def _command(path: tuple[str, ...]) -> click.Command | None:
+    cmd: click.Command | None = cli
+    for name in path:
+        cmd = cmd.get_command(click.Context(cmd), name) if cmd else None
+    return cmd
+
+
+def _spelled(opt: str) -> str:
+    return opt.replace("-", r"\-")
+
+
+@pytest.mark.parametrize("path", sorted(PAGES), ids=" ".join)
+def test_every_option_is_in_the_man_page(path):
+    cmd = _command(path)
+    if cmd is None:
+        pytest.skip(f"evtime {' '.join(path)} is not built yet")
+    text = "".join((MAN / p).read_text() for p in PAGES[path] if (MAN / p).exists())
+    assert text, f"no man page for evtime {' '.join(path)}"
+    missing = [
+        o
+        for p in cmd.params
+        if isinstance(p, click.Option)
+        for o in p.opts
+        if _spelled(o) not in text
+    ]
+    assert not missing, f"not in {PAGES[path]}: {missing}"
+    assert cmd.help and cmd.epilog and "Examples" in cmd.epilog
+
+
+def test_generated_man_pages_are_fresh():
+    spec = importlib.util.spec_from_file_location("man_build", MAN / "build.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for page in mod.PAGES:
+        assert (MAN / f"{page}.1").read_text() == mod.build(page), "run python man/build.py"
+
+
+@pytest.mark.skipif(shutil.which("man") is None, reason="man is not installed")
+def test_man_renders_without_warnings():
+    for page in sorted(MAN.glob("*.1")):
+        p = subprocess.run(
+            ["man", "--warnings", "-l", str(page)],
+            capture_output=True,
+            text=True,
+            env={"MANWIDTH": "80", "PATH": "/usr/bin:/bin"},
+        )
+        assert p.returncode == 0 and p.stderr == "", (page.name, p.stderr)
+        assert "EXIT STATUS" in p.stdout and "EXAMPLES" in p.stdout
+
+
+def test_readme_commands_are_what_ci_runs():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "pip install . && evtime adjust --unit msec --range 999 samples/tuples.parquet" in readme
+    assert "pip install '.[test]' && python -m pytest" in readme
+    assert "pip install -q '.[test]' && python -m pytest" in ci
