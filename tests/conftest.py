@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,26 @@ from click.testing import CliRunner
 from evtime.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+# S3 tests talk to a moto server on loopback. Spark's Python workers inherit the environment
+# of the JVM, which starts once per test session: so the endpoint and (fake) credentials are
+# fixed here, before any session exists.
+S3_PORT = _free_port()
+os.environ.update(
+    AWS_ENDPOINT_URL=f"http://127.0.0.1:{S3_PORT}",
+    AWS_ACCESS_KEY_ID="evtime-test",
+    AWS_SECRET_ACCESS_KEY="evtime-test-secret",
+    AWS_DEFAULT_REGION="us-east-1",
+)
+for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
+    os.environ.pop(_var, None)
 SAMPLES = ROOT / "samples"
 SEED_PATTERN = "yyyy/MM/dd HH:mm:ss:SSSSSSSSS"
 
@@ -78,3 +99,17 @@ def cli_env():
     env = dict(os.environ)
     env.setdefault("EVTIME_CONF", "spark.sql.shuffle.partitions=2")
     return env
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A real S3 API (moto's server) on 127.0.0.1; yields an s3fs filesystem."""
+    import s3fs
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=S3_PORT, verbose=False)
+    server.start()
+    try:
+        yield s3fs.S3FileSystem()
+    finally:
+        server.stop()

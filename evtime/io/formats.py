@@ -5,6 +5,7 @@ Used on the driver (schemas: first block only) and inside Spark tasks (all rows)
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 
 import fsspec
@@ -42,6 +43,7 @@ def _csv_type(t: pa.DataType) -> pa.DataType:
     return pa.string() if pa.types.is_null(t) else t
 
 
+@functools.lru_cache(maxsize=4096)
 def file_schema(f: InputFile) -> pa.Schema:
     """The columns and types of one file (CSV/JSON types guessed from the first block)."""
     try:

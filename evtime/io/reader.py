@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from evtime.errors import InputError, UsageError, in_task
 from evtime.io import formats
 from evtime.io.sources import InputFile
-from evtime.io.timeparse import to_ns
+from evtime.io.timeparse import format_ns, to_ns
 
 T, FILE, ROW, SEQ, CHUNK = "_evt_t", "_evt_file", "_evt_row", "_evt_seq", "_evt_chunk"
 SEQ_FILE_SHIFT = 40
@@ -75,7 +75,9 @@ def suggest(name: str, names: list[str]) -> str:
     return f" - did you mean {close[0]!r}?" if close else ""
 
 
-def _unify(files: list[InputFile]) -> pa.Schema:
+def _unify(files: list[InputFile], time_col: str | None) -> pa.Schema:
+    """One schema over all files (union by name).  The time column may differ in type from
+    file to file (each file's times are parsed on their own): it then travels as ISO text."""
     fields: dict[str, tuple[pa.DataType, str]] = {}
     for f in files:
         for fld in formats.file_schema(f):
@@ -90,6 +92,8 @@ def _unify(files: list[InputFile]) -> pa.Schema:
                 fields[fld.name] = (t, f.shown)
             elif pa.types.is_floating(have) and pa.types.is_integer(t):
                 pass
+            elif fld.name == time_col:
+                fields[fld.name] = (pa.string(), f.shown)
             else:
                 raise InputError(
                     f"column {fld.name!r} is {have} in {where} but {t} in {f.shown}: "
@@ -99,8 +103,7 @@ def _unify(files: list[InputFile]) -> pa.Schema:
 
 
 def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
-    schema = _unify(files)
-    names = schema.names
+    names = list(dict.fromkeys(n for f in files for n in formats.file_schema(f).names))
     if opts.time:
         if opts.time not in names:
             raise UsageError(
@@ -116,6 +119,7 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
                 f"{what} in {files[0].shown}: name one with --time COL; columns: {', '.join(names)}"
             )
         time_col = found[0]
+    schema = _unify(files, time_col)
     if any(f.fmt == "csv" for f in files):
         # CSV times are parsed from their text (a float64 guess would lose nanoseconds)
         i = schema.get_field_index(time_col)
@@ -173,7 +177,9 @@ def _carry(batch: pa.RecordBatch, lay: Layout, f: InputFile, first_row: int) -> 
             continue
         arr = batch.column(fld.name)
         try:
-            if pa.types.is_timestamp(arr.type) or pa.types.is_duration(arr.type):
+            if pa.types.is_timestamp(arr.type) and pa.types.is_string(want):
+                arr = format_ns(arr)  # a time column that is text in other files
+            elif pa.types.is_timestamp(arr.type) or pa.types.is_duration(arr.type):
                 if arr.type != fld.type:
                     arr = arr.cast(fld.type)
                 arr = arr.cast(pa.int64())

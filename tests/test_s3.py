@@ -1,0 +1,86 @@
+"""S3 for real: a moto S3 server over HTTP on 127.0.0.1 (see conftest)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import uuid
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import SAMPLES
+
+ADJ = ["adjust", "--unit", "msec", "--range", "999"]
+
+
+@pytest.fixture
+def bucket(s3):
+    name = f"evtime-{uuid.uuid4().hex[:8]}"
+    s3.mkdir(name)
+    s3.put(str(SAMPLES / "tuples.parquet"), f"{name}/in/a-tuples.parquet")
+    s3.put(str(SAMPLES / "tuples.jsonl"), f"{name}/in/b-tuples.jsonl")
+    return name
+
+
+def test_read_glob_write_output_and_discards_to_s3(run_cli, s3, bucket):
+    r = run_cli(
+        "adjust",
+        "--unit",
+        "usec",
+        "--range",
+        "999",
+        f"s3://{bucket}/in/*-tuples.*",
+        "-o",
+        f"s3://{bucket}/out/sorted.parquet",
+        "--discards",
+        f"s3://{bucket}/out/late.csv",
+    )
+    assert r.exit_code == 0, r.stderr
+    # ten rows: the parquet's A-E arrive first, then the jsonl's A-E; of those only E
+    # (exactly at the reference time) is not late
+    with s3.open(f"{bucket}/out/sorted.parquet", "rb") as fh:
+        out = pq.read_table(fh)
+    assert out.column("tuple").to_pylist() == ["A", "C", "E", "E"]
+    with s3.open(f"{bucket}/out/late.csv", "rb") as fh:
+        late = list(csv.DictReader(io.TextIOWrapper(fh)))
+    assert [(x["tuple"], x["arrival"]) for x in late] == [
+        ("B", "2"),
+        ("B", "7"),
+        ("A", "6"),
+        ("D", "4"),
+        ("D", "9"),
+        ("C", "8"),
+    ]
+    assert all(x["reason"].startswith("late: evtime") for x in late)
+    assert "read 10, released 4, discarded 6" in r.stderr
+    assert "evtime-test-secret" not in r.stderr
+
+
+def test_missing_bucket_is_one_line(run_cli, s3):
+    r = run_cli(*ADJ, "s3://no-such-bucket-evtime/x.parquet")
+    assert r.exit_code == 1
+    assert r.stderr.strip().splitlines() == [
+        "evtime: s3://no-such-bucket-evtime/x.parquet: no such file"
+    ]
+
+
+def test_missing_key_is_one_line(run_cli, s3, bucket):
+    r = run_cli(*ADJ, f"s3://{bucket}/in/nothing.parquet")
+    assert r.exit_code == 1 and "no such file" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_existing_s3_output_needs_overwrite(run_cli, s3, bucket):
+    s3.pipe(f"{bucket}/out.csv", b"keep\n")
+    r = run_cli(*ADJ, SAMPLES / "tuples.parquet", "-o", f"s3://{bucket}/out.csv")
+    assert r.exit_code == 1 and "exists" in r.stderr and "--overwrite" in r.stderr
+    assert s3.cat(f"{bucket}/out.csv") == b"keep\n"
+
+
+def test_refused_write_is_one_line(run_cli, s3):
+    r = run_cli(*ADJ, SAMPLES / "tuples.parquet", "-o", "s3://no-such-bucket-evtime/o.csv")
+    assert r.exit_code == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("evtime: s3://no-such-bucket-evtime/o.csv")
+    assert "evtime-test-secret" not in r.stderr
