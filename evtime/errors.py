@@ -15,6 +15,7 @@ class ExitStatus(IntEnum):
     OK = 0
     ERROR = 1  # runtime or input error
     USAGE = 2  # bad command line
+    TOO_MANY_DISCARDS = 3  # --max-discards exceeded (the run itself completed)
 
 
 class EvtimeError(Exception):
@@ -33,6 +34,10 @@ class UsageError(EvtimeError):
 
 class OutputError(EvtimeError):
     """The output cannot be written (exists without --overwrite, unwritable, ...)."""
+
+
+class TooManyDiscards(EvtimeError):
+    exit_status = ExitStatus.TOO_MANY_DISCARDS
 
 
 class PipeClosed(Exception):

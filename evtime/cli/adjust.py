@@ -41,6 +41,7 @@ def adjust(**kw) -> None:
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
     spark, df, lay, files = run.start(inp, ses)
+    read = run.count_read(df)  # on the checkpointed input, before any operator
     own = lay.schema.names
     if kw["as_"] in own:
         raise UsageError(
@@ -79,4 +80,4 @@ def adjust(**kw) -> None:
         )
     df = df.withColumn(ROUTE, F.when(F.col(engine.KEEP), "out").otherwise("discard"))
     counts = run.write_and_publish(engine.order(df), sinks, lay)
-    run.summary("adjust", ses, counts, started)
+    run.summary("adjust", ses, counts, started, read, kw["max_discards"])

@@ -81,6 +81,7 @@ def explain_adjust(**kw) -> None:
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
     spark, df, lay, files = run.start(inp, ses)
+    read = run.count_read(df)  # on the checkpointed input, before any operator
     df = engine.explain(engine.classify(df, spec), spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
     frame = present.explain_frame(df.sort(SEQ), ("ref",), own)
@@ -99,4 +100,4 @@ def explain_adjust(**kw) -> None:
         kw["overwrite"],
     )
     counts = run.write_and_publish(frame, [sink], lay)
-    run.summary("explain adjust", ses, counts, started)
+    run.summary("explain adjust", ses, counts, started, read)

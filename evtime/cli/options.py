@@ -85,6 +85,13 @@ output_options = _stack(
     ),
     click.option("--overwrite", is_flag=True, help="Replace an existing output."),
     click.option(
+        "--max-discards",
+        type=click.IntRange(min=0),
+        metavar="N",
+        help="Exit with status 3 when more than N rows were discarded (outputs are still "
+        "written): for alerting from cron.",
+    ),
+    click.option(
         "--discards",
         metavar="PATH",
         help="Also write discarded rows (their columns, arrival, reason, bound).",

@@ -84,14 +84,42 @@ def write_and_publish(df, sinks, lay) -> dict[str, int]:
     return counts
 
 
-def summary(command: str, ses: Session, counts: dict[str, int], started: float) -> None:
-    if ses.quiet:
-        return
-    read = sum(counts.values())
+def count_read(df) -> int:
+    """Rows read, counted on the input itself (checkpointed: no second read of the files),
+    so the summary's accounting is a real check of the operator."""
+    return df.count()
+
+
+def summary(
+    command: str,
+    ses: Session,
+    counts: dict[str, int],
+    started: float,
+    read: int | None = None,
+    max_discards: int | None = None,
+    detail: str = "",
+) -> None:
+    """The summary line on stderr; checks read = released + discarded when ``read`` is
+    given (a mismatch is an internal error) and enforces ``--max-discards``."""
+    from evtime.errors import EvtimeError, TooManyDiscards
+
     released, discarded = counts.get("out", 0), counts.get("discard", 0)
-    click.echo(
-        f"evtime {command}: read {read}, released {released}, discarded {discarded} "
-        f"({time.monotonic() - started:.1f}s)",
-        err=True,
-    )
-    sys.stderr.flush()
+    seen = sum(counts.values())
+    if read is None:
+        read = seen
+    elif read != released + discarded:
+        raise EvtimeError(
+            f"internal error: read {read} rows but released {released} + discarded "
+            f"{discarded} = {released + discarded}; please report this"
+        )
+    if not ses.quiet:
+        click.echo(
+            f"evtime {command}: read {read}, released {released}, discarded {discarded}"
+            f"{detail} ({time.monotonic() - started:.1f}s)",
+            err=True,
+        )
+        sys.stderr.flush()
+    if max_discards is not None and discarded > max_discards:
+        raise TooManyDiscards(
+            f"{discarded} rows discarded, more than --max-discards {max_discards}"
+        )

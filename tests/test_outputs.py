@@ -1,0 +1,87 @@
+"""Outputs: complete or not at all (also under SIGKILL), --max-discards for cron alerting."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.conftest import SAMPLES
+
+
+def test_max_discards_exits_3_after_writing(run_cli, workdir):
+    r = run_cli(
+        "adjust",
+        "--unit",
+        "usec",
+        "--range",
+        "999",
+        SAMPLES / "tuples.parquet",
+        "-o",
+        "out.csv",
+        "--max-discards",
+        "1",
+    )
+    assert r.exit_code == 3
+    assert "read 5, released 3, discarded 2" in r.stderr
+    assert "2 rows discarded, more than --max-discards 1" in r.stderr
+    assert len((workdir / "out.csv").read_text().splitlines()) == 4  # header + A, C, E
+    ok = run_cli(
+        "adjust",
+        "--unit",
+        "usec",
+        "--range",
+        "999",
+        SAMPLES / "tuples.parquet",
+        "-o",
+        "out2.csv",
+        "--max-discards",
+        "2",
+    )
+    assert ok.exit_code == 0, ok.stderr
+
+
+@pytest.mark.cli
+def test_sigkill_mid_write_leaves_the_destination_as_it_was(tmp_path, cli_env):
+    n = 1_000_000
+    pq.write_table(
+        pa.table({"time": pa.array(range(n), pa.timestamp("ns")), "pad": pa.array(["x" * 40] * n)}),
+        tmp_path / "big.parquet",
+    )
+    dest = tmp_path / "out.csv"
+    dest.write_text("old content\n")
+    proc = subprocess.Popen(
+        [
+            "evtime",
+            "adjust",
+            "--unit",
+            "nsec",
+            "--range",
+            "0",
+            "big.parquet",
+            "-o",
+            "out.csv",
+            "--overwrite",
+            "-q",
+        ],
+        cwd=tmp_path,
+        env=cli_env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 240
+    # wait until the new output is being assembled next to the destination, then kill -9
+    while time.monotonic() < deadline and proc.poll() is None:
+        if any(p.name.startswith(".out.csv.evtime-") for p in tmp_path.iterdir()):
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "evtime finished before it could be killed mid-write"
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert dest.read_text() == "old content\n"
