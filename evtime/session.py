@@ -9,7 +9,9 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
@@ -39,10 +41,16 @@ class SessionOptions:
     remote: str | None = None
     conf: dict[str, str] = field(default_factory=dict)
     verbose: bool = False
+    reuse_server: bool = False
 
     @classmethod
     def from_cli(
-        cls, master: str | None, remote: str | None, conf: tuple[str, ...], verbose: bool
+        cls,
+        master: str | None,
+        remote: str | None,
+        conf: tuple[str, ...],
+        verbose: bool,
+        reuse_server: bool = False,
     ) -> SessionOptions:
         pairs: dict[str, str] = {}
         env_conf = [c for c in os.environ.get("EVTIME_CONF", "").split(",") if c.strip()]
@@ -56,6 +64,7 @@ class SessionOptions:
             remote=remote or os.environ.get("SPARK_REMOTE"),
             conf=pairs,
             verbose=verbose,
+            reuse_server=reuse_server or os.environ.get("EVTIME_REUSE_SERVER", "") in ("1", "true"),
         )
 
 
@@ -120,6 +129,8 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
 
     builder = SparkSession.builder.appName("evtime")
     conf = dict(DEFAULT_CONF)
+    if opts.reuse_server and not opts.remote:
+        return _reused_server_session(builder, opts, conf)
     if opts.remote:
         builder = builder.remote(opts.remote)
         conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
@@ -145,3 +156,52 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
     if not opts.remote:
         spark.sparkContext.setLogLevel("WARN" if opts.verbose else "OFF")
     return spark
+
+
+def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):
+    """A session on the persistent local Spark Connect server that PySpark manages
+    (``spark.local.connect.reuse``): the first run starts it (loopback only, token in a
+    per-user 0700 directory), later runs reconnect in about a second."""
+    master = opts.master or "local[*]"
+    if not master.startswith("local"):
+        raise UsageError(
+            "--reuse-server runs a local server: it does not combine with --master "
+            f"{master} (use --remote sc://HOST:PORT for a remote server)"
+        )
+    check_java()
+    # the server's Python workers must import evtime: use this interpreter
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    conf.update(LOCAL_CONF)
+    conf["spark.driver.extraJavaOptions"] = _log4j_options(opts.verbose)
+    conf.update(opts.conf)
+    builder = builder.remote(master).config("spark.local.connect.reuse", "true")
+    for key, value in conf.items():
+        builder = builder.config(key, value)
+    with warnings.catch_warnings():
+        # static settings seed the server when the first run starts it; later runs cannot
+        # change them, and PySpark warns about each one
+        warnings.filterwarnings("ignore", message="Failed to set spark")
+        return builder.getOrCreate()
+
+
+def server_status() -> dict[str, object] | None:
+    """What is known of the reused local server (never its token), or None."""
+    from pyspark.sql.connect.local_server import Discovery, LocalConnectServer
+
+    with Discovery() as discovery:
+        server = LocalConnectServer(discovery)
+        if server.pid is None:
+            return None
+        return {
+            "url": server.url,
+            "pid": server.pid,
+            "spark": server.spark_version,
+            "running": server.is_reusable(),
+            "directory": discovery.directory,
+        }
+
+
+def server_stop() -> bool | None:
+    from pyspark.sql.connect.local_server import stop_local_connect_server
+
+    return stop_local_connect_server()

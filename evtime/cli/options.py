@@ -108,6 +108,12 @@ session_options = _stack(
         help="Run on a Spark Connect server (env SPARK_REMOTE).",
     ),
     click.option(
+        "--reuse-server",
+        is_flag=True,
+        help="Run on a persistent local Spark Connect server, started by the first run and "
+        "reused by later ones (env EVTIME_REUSE_SERVER=1); see 'evtime server'.",
+    ),
+    click.option(
         "--conf",
         multiple=True,
         metavar="KEY=VALUE",

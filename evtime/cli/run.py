@@ -30,10 +30,12 @@ class Session:
     conf: tuple[str, ...]
     verbose: bool
     quiet: bool
+    reuse_server: bool = False
 
 
 def session_of(kw: dict) -> Session:
-    return Session(*(kw.pop(k) for k in ("master", "remote", "conf", "verbose", "quiet")))
+    keys = ("master", "remote", "conf", "verbose", "quiet", "reuse_server")
+    return Session(*(kw.pop(k) for k in keys))
 
 
 def inputs_of(kw: dict) -> Inputs:
@@ -60,7 +62,9 @@ def start(inp: Inputs, ses: Session):
             raise UsageError(
                 f"no column {col!r}; columns: {', '.join(names)}{reader.suggest(col, names)}"
             )
-    spark = build_session(SessionOptions.from_cli(ses.master, ses.remote, ses.conf, ses.verbose))
+    spark = build_session(
+        SessionOptions.from_cli(ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server)
+    )
     df, lay = reader.read(spark, files, opts)
     if inp.order_by:
         from evtime.engine.scan import order_arrivals
