@@ -54,7 +54,15 @@ explain_output = options._stack(
 )
 
 
-@explain.command(
+plot_option = click.option(
+    "--plot",
+    metavar="PATH",
+    help="Also draw the stream (.svg, .png or .pdf): arrival on x, event time on y, rows "
+    "coloured by decision, the bound (big inputs are sampled, and the picture says so).",
+)
+
+
+@click.command(
     "adjust",
     epilog="""
 \b
@@ -66,6 +74,7 @@ Examples:
 )
 @options.adjust_options
 @explain_output
+@plot_option
 @options.input_options
 @options.session_options
 def explain_adjust(**kw) -> None:
@@ -99,5 +108,12 @@ def explain_adjust(**kw) -> None:
         list(present.NS_COLUMNS),
         kw["overwrite"],
     )
+    if kw["plot"]:
+        from evtime.io import plot
+
+        plot.check_path(kw["plot"])
     counts = run.write_and_publish(frame, [sink], lay)
+    if kw["plot"]:
+        title = f"evtime explain adjust --unit {spec.unit} --range {spec.range}"
+        plot.plot(frame, read, kw["plot"], title)
     run.summary("explain adjust", ses, counts, started, read)
