@@ -102,3 +102,29 @@ def test_stdin_to_stdout_through_the_script(script_runner, cli_env):
     # stderr: the summary line only, no JVM or log4j noise
     assert r.stderr.strip().splitlines() == [r.stderr.strip()]
     assert r.stderr.startswith("evtime adjust: read 5, released 5, discarded 0")
+
+
+def test_shell_completion_completes_commands_and_options(tmp_path):
+    env = {"PATH": __import__("os").environ["PATH"], "_EVTIME_COMPLETE": "bash_complete"}
+    words = {"evtime ad": "adjust", "evtime adjust --un": "--unit", "evtime explain ": "adjust"}
+    for line, expected in words.items():
+        env.update(
+            COMP_WORDS=line, COMP_CWORD=str(len(line.split()) - (0 if line.endswith(" ") else 1))
+        )
+        p = subprocess.run(["evtime"], env=env, capture_output=True, text=True, timeout=60)
+        assert f"plain,{expected}" in p.stdout.splitlines(), (line, p.stdout)
+    src = subprocess.run(
+        ["evtime"],
+        env={**env, "_EVTIME_COMPLETE": "bash_source"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert "_evtime_completion()" in src.stdout
+
+
+def test_python_dash_m():
+    p = subprocess.run(
+        [sys.executable, "-m", "evtime", "--version"], capture_output=True, text=True, timeout=60
+    )
+    assert p.returncode == 0 and p.stdout.startswith("evtime, version")
