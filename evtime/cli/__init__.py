@@ -36,6 +36,9 @@ def _verbose(argv: list[str]) -> bool:
 
 
 def _fail(message: str, status: int) -> None:
+    from evtime.cli.run import stop_progress
+
+    stop_progress()
     click.echo(f"evtime: {message}", err=True)
     sys.exit(status)
 

@@ -11,6 +11,15 @@ import click
 
 from evtime.errors import UsageError
 
+_progress = None  # the progress line of this run, if one is shown
+
+
+def stop_progress() -> None:
+    global _progress
+    if _progress is not None:
+        _progress.stop()
+        _progress = None
+
 
 @dataclass
 class Inputs:
@@ -65,6 +74,15 @@ def start(inp: Inputs, ses: Session):
     spark = build_session(
         SessionOptions.from_cli(ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server)
     )
+    global _progress
+    from evtime.progress import maybe_start
+
+    label = "evtime " + (
+        click.get_current_context().command_path.split(" ", 1)[-1]
+        if click.get_current_context(silent=True)
+        else ""
+    )
+    _progress = maybe_start(spark, label, ses.quiet, bool(ses.remote or ses.reuse_server))
     df, lay = reader.read(spark, files, opts)
     if inp.order_by:
         from evtime.engine.scan import order_arrivals
@@ -107,6 +125,7 @@ def summary(
     given (a mismatch is an internal error) and enforces ``--max-discards``."""
     from evtime.errors import EvtimeError, TooManyDiscards
 
+    stop_progress()
     released, discarded = counts.get("out", 0), counts.get("discard", 0)
     seen = sum(counts.values())
     if read is None:
