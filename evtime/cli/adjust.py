@@ -27,6 +27,18 @@ Examples:
     metavar="NAME",
     help="Name of the adjusted-time column added to every row.",
 )
+@click.option(
+    "--emit-bounds",
+    is_flag=True,
+    help="Needs --bound-marker. The output also carries a bound row (marker column set to "
+    "VALUE, time and adjusted time = ref - range*unit, key columns set) wherever a key's "
+    "reference time moves, for `evtime bound --bounds markers` downstream.",
+)
+@click.option(
+    "--bound-marker",
+    metavar="COL=VALUE",
+    help="How emitted bound rows are marked (COL is added when the input lacks it).",
+)
 @options.output_options
 @options.input_options
 @options.session_options
@@ -40,6 +52,8 @@ def adjust(**kw) -> None:
     from evtime.io.writer import ROUTE, Sink, output_format
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
+    if kw["emit_bounds"] and "=" not in (kw["bound_marker"] or ""):
+        raise UsageError("--emit-bounds needs --bound-marker COL=VALUE (how bound rows look)")
     spark, df, lay, files = run.start(inp, ses)
     read = run.count_read(df)  # on the checkpointed input, before any operator
     own = lay.schema.names
@@ -79,5 +93,41 @@ def adjust(**kw) -> None:
             )
         )
     df = df.withColumn(ROUTE, F.when(F.col(engine.KEEP), "out").otherwise("discard"))
-    counts = run.write_and_publish(engine.order(df), sinks, lay)
+    if kw["emit_bounds"]:
+        df, out.columns = _with_bounds(df, spec, lay, kw, inp, out.columns)
+        out.routes = ("out", "emit")
+    else:
+        df = engine.order(df)
+    counts = run.write_and_publish(df, sinks, lay)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"])
+
+
+def _with_bounds(df, spec, lay, kw, inp, columns):
+    """``adjust --emit-bounds``: the output rows plus bound rows (routed 'emit'), ordered
+    after the rows with the same (evtime, arrival)."""
+    from pyspark.sql import functions as F
+
+    from evtime.engine import adjust as engine
+    from evtime.engine.merge import bound_time_value
+    from evtime.io.reader import SEQ
+    from evtime.io.writer import ROUTE
+
+    col, _, value = kw["bound_marker"].partition("=")
+    if col not in df.columns:
+        df = df.withColumn(col, F.lit(None).cast("string"))
+        columns = [*columns[:-1], col, columns[-1]]
+    types = dict(df.dtypes)
+    bounds = engine.emitted_bounds(df, spec).select(
+        *spec.keys,
+        SEQ,
+        engine.EVT,
+        F.col(engine.EVT).alias(kw["as_"]),
+        bound_time_value(lay, inp.time_format, inp.tz)
+        .cast(types[lay.time_col])
+        .alias(lay.time_col),
+        F.lit(value).cast(types[col]).alias(col),
+        F.lit("emit").alias(ROUTE),
+        F.lit(1).alias("_evt_kind"),
+    )
+    rows = df.withColumn("_evt_kind", F.lit(0)).unionByName(bounds, allowMissingColumns=True)
+    return rows.sort(engine.EVT, SEQ, "_evt_kind"), columns

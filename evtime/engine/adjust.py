@@ -100,3 +100,12 @@ def explain(df: DataFrame, spec: AdjustSpec, sources: list[str]) -> DataFrame:
         )
         .drop("_rel", "_bound_before", "arrival", "output_pos")
     )
+
+
+def emitted_bounds(df: DataFrame, spec: AdjustSpec) -> DataFrame:
+    """Bound rows for ``adjust --emit-bounds``: one per arrival that moves its key's
+    reference time, ``(keys..., SEQ, EVT = ref - range*unit)``; written after the rows it
+    releases and before any row with a later (evtime, arrival), it is a true non-strict
+    bound of the output stream.  Needs :func:`classify`."""
+    moved = F.col(KEEP) & (F.col(REF_BEFORE).isNull() | (F.col(EVT) > F.col(REF_BEFORE)))
+    return df.where(moved).select(*spec.keys, SEQ, (F.col(EVT) - F.lit(spec.width)).alias(EVT))

@@ -150,3 +150,53 @@ def order_arrivals(df: DataFrame, col: str) -> DataFrame:
     numbering."""
     ordered = df.sort(col, FILE, ROW).withColumn(SEQ, F.monotonically_increasing_id())
     return ordered.withColumn(CHUNK, F.shiftright(SEQ, CHUNK_SHIFT)).localCheckpoint()
+
+
+def prefix_count_max(
+    df: DataFrame,
+    counts: Mapping[str, Column],
+    maxes: Mapping[str, Column | str] | None = None,
+    by: Sequence[str] = (),
+) -> DataFrame:
+    """Add, per ``out -> cond`` in ``counts``, how many of the key's arrivals up to and
+    including this one satisfy ``cond``, and per ``out -> value`` in ``maxes`` the running
+    max (as :func:`prefix_max`, inclusive): running sums and maxima in the same two passes."""
+    maxes = maxes or {}
+    ones = {f"_pn_{o}": F.when(c, F.lit(1)).otherwise(F.lit(0)) for o, c in counts.items()}
+    vals = {f"_pv_{o}": (F.col(v) if isinstance(v, str) else v) for o, v in maxes.items()}
+    df = df.withColumns({**ones, **vals})
+    per_chunk = df.groupBy(*by, CHUNK).agg(
+        *[F.sum(c).alias(f"_pk{c}") for c in ones], *[F.max(c).alias(f"_pk{c}") for c in vals]
+    )
+    earlier = Window.partitionBy(*_small_by(by)).orderBy(CHUNK).rowsBetween(UNBOUNDED, -1)
+    carry = per_chunk.select(
+        *by,
+        CHUNK,
+        *[F.sum(f"_pk{c}").over(earlier).alias(f"_pc{c}") for c in ones],
+        *[F.max(f"_pk{c}").over(earlier).alias(f"_pc{c}") for c in vals],
+    )
+    rows = Window.partitionBy(*by, CHUNK).orderBy(SEQ).rowsBetween(UNBOUNDED, 0)
+    out_df = join_small(df, carry, [*by, CHUNK])
+    new = {
+        o: F.coalesce(F.col(f"_pc_pn_{o}"), F.lit(0)) + F.sum(f"_pn_{o}").over(rows) for o in counts
+    }
+    new.update({o: F.greatest(F.col(f"_pc_pv_{o}"), F.max(f"_pv_{o}").over(rows)) for o in maxes})
+    out_df = out_df.withColumns(new)
+    return out_df.drop(*ones, *vals, *[f"_pc{c}" for c in [*ones, *vals]])
+
+
+def positions_by(df: DataFrame, lead: str, order: Sequence[Column | str], out: str) -> DataFrame:
+    """1-based positions of all rows in the order ``(lead, *order)``; ``lead`` is an int64
+    column (no nulls) that buckets the rows, ``order`` breaks ties inside a bucket."""
+    df = df.withColumn("_pb_b", _bucket(df, lead))
+    counts = df.groupBy("_pb_b").agg(F.count(F.lit(1)).alias("_pb_n"))
+    before = Window.partitionBy(F.lit(0)).orderBy("_pb_b").rowsBetween(UNBOUNDED, -1)
+    offsets = counts.select(
+        "_pb_b", F.coalesce(F.sum("_pb_n").over(before), F.lit(0)).alias("_pb_off")
+    )
+    inside = Window.partitionBy("_pb_b").orderBy(lead, *order)
+    return (
+        join_small(df, offsets, ["_pb_b"])
+        .withColumn(out, F.col("_pb_off") + F.row_number().over(inside))
+        .drop("_pb_b", "_pb_off")
+    )

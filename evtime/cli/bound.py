@@ -1,0 +1,356 @@
+"""evtime bound / evtime explain bound: strict-bound window aggregation (SPEC §4, §5)."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from evtime.cli import options, run
+from evtime.cli.explain import explain_format, explain_output
+from evtime.units import UNITS
+
+EXAMPLES = """
+\b
+Examples:
+  evtime bound --window 1m --key device --agg 'count(*) AS n' --agg 'avg(temp) AS mean' \\
+      --agg 'max(temp) AS peak' --discards late.csv samples/bound/readings.csv
+  evtime bound --window 1h --window-end inclusive --bounds markers \\
+      --bound-marker kind=bound --strict-bounds --tick 1ms --agg 'sum(shares)' \\
+      samples/bound/trades.csv
+  evtime bound --window 10s --bounds cti --cti-every 1 --cti-delay 2s --agg 'count(*)' \\
+      samples/bound/cti.csv
+  evtime bound --window 10m --slide 1m --udaf 'med=samples/bound/udafs.py:SlidingMedian' \\
+      --agg 'med(temp) AS median' --key device samples/bound/readings.csv
+"""
+
+
+def _duration(ctx, param, value):
+    if value is None:
+        return None
+    from evtime.errors import UsageError
+    from evtime.units import duration_ns
+
+    try:
+        return duration_ns(value)
+    except UsageError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+def _marker(ctx, param, value):
+    if value is None:
+        return None
+    col, sep, val = value.partition("=")
+    if not sep or not col:
+        raise click.BadParameter(f"write it COL=VALUE, got {value!r}")
+    return (col, val)
+
+
+def bound_options(agg_required: bool):
+    return options._stack(
+        click.option(
+            "--window",
+            "size",
+            required=True,
+            metavar="SIZE",
+            callback=_duration,
+            help="Window length, e.g. 1m, 15m, 1h (windows are aligned to the epoch).",
+        ),
+        click.option(
+            "--slide",
+            metavar="STEP",
+            callback=_duration,
+            help="Hop between window starts (hopping windows; default: tumbling, STEP=SIZE).",
+        ),
+        click.option(
+            "--offset",
+            metavar="D",
+            default="0ns",
+            show_default=True,
+            callback=_duration,
+            help="Shift window starts from the epoch by D (may be negative).",
+        ),
+        click.option(
+            "--window-end",
+            type=click.Choice(["exclusive", "inclusive"]),
+            default="exclusive",
+            show_default=True,
+            help="[s, s+SIZE) or [s, s+SIZE] (SQLstream's OVER: a row on the end is in both).",
+        ),
+        click.option(
+            "--agg",
+            "aggs",
+            multiple=True,
+            required=agg_required,
+            metavar="EXPR",
+            help="A Spark SQL aggregate, e.g. 'count(*)', 'avg(v) AS mean', "
+            "'percentile_approx(v, 0.5)', or a --udaf NAME(expr) (repeatable).",
+        ),
+        click.option(
+            "--udaf",
+            "udafs",
+            multiple=True,
+            metavar="NAME=module:Class",
+            help="A Python aggregate (class with add, optional remove, result) usable in "
+            "--agg as NAME(expr); module may be a file.py (repeatable).",
+        ),
+        click.option(
+            "--bounds",
+            type=click.Choice(["rows", "markers", "cti"]),
+            help="Where the bound comes from: every row's time (rows, the default), "
+            "--bound-marker rows (markers, the default with --bound-marker), or "
+            "generated CTIs (cti).",
+        ),
+        click.option(
+            "--bound-marker",
+            metavar="COL=VALUE",
+            callback=_marker,
+            help="Rows whose COL is VALUE are bounds (punctuation), not data.",
+        ),
+        click.option(
+            "--strict-bounds",
+            is_flag=True,
+            help="A marker at t means no later row at or before t (= non-strict t + tick).",
+        ),
+        click.option(
+            "--tick",
+            metavar="D",
+            default="1ns",
+            show_default=True,
+            callback=_duration,
+            help="Time resolution for strict bounds and inclusive ends (SQLstream 1ms).",
+        ),
+        click.option(
+            "--cti-every",
+            type=click.IntRange(min=1),
+            metavar="N",
+            help="--bounds cti: a CTI at every N-th data row of a key (late rows count).",
+        ),
+        click.option(
+            "--cti-delay",
+            metavar="D",
+            default="0ns",
+            show_default=True,
+            callback=_duration,
+            help="--bounds cti: the CTI is the largest time seen minus D (may be negative: "
+            "-1ns puts it one tick past the event).",
+        ),
+        click.option(
+            "--late",
+            type=click.Choice(["drop", "adjust"]),
+            default="drop",
+            show_default=True,
+            help="A row below the bound in force: drop it, or move it up to the bound.",
+        ),
+        click.option(
+            "--unit",
+            type=click.Choice(list(UNITS)),
+            help="Adjust first (as evtime adjust): truncate times to this unit ...",
+        ),
+        click.option(
+            "--range",
+            "range_",
+            type=click.IntRange(min=0),
+            metavar="N",
+            help="... and make the bound ref - N units.",
+        ),
+    )
+
+
+def spec_of(kw: dict, keys: tuple[str, ...]):
+    """The engine's spec and the user aggregates, checked before Spark starts."""
+    from evtime.engine.bound import BoundSpec
+
+    bounds = kw.pop("bounds") or ("markers" if kw["bound_marker"] else "rows")
+    cti_delay = kw.pop("cti_delay")
+    spec = BoundSpec(
+        size=kw.pop("size"),
+        slide=kw.pop("slide"),
+        offset=kw.pop("offset"),
+        inclusive=kw.pop("window_end") == "inclusive",
+        bounds=bounds,
+        marker=kw.pop("bound_marker"),
+        strict=kw.pop("strict_bounds"),
+        tick=kw.pop("tick"),
+        cti_every=kw.pop("cti_every"),
+        cti_delay=cti_delay,
+        late=kw.pop("late"),
+        unit=kw.pop("unit"),
+        range=kw.pop("range_"),
+        keys=keys,
+    )
+    spec.check()
+    return spec
+
+
+def _items(kw: dict):
+    from evtime.engine import udaf
+
+    udafs = dict(udaf.load(u) for u in kw.pop("udafs"))
+    return udaf.split_aggs(kw.pop("aggs"), udafs)
+
+
+def _check_columns(spec, lay) -> None:
+    from evtime.errors import UsageError
+    from evtime.io.reader import suggest
+
+    if spec.marker and spec.marker[0] not in lay.schema.names:
+        names = lay.schema.names
+        raise UsageError(
+            f"--bound-marker: no column {spec.marker[0]!r}; columns: {', '.join(names)}"
+            f"{suggest(spec.marker[0], names)}"
+        )
+
+
+def _write(jobs) -> dict[str, int]:
+    """Write every (frame, sink, layout), then publish them all: no sink is published
+    unless every one was written."""
+    import shutil
+
+    from evtime.io import writer
+
+    staging = writer.staging_dir()
+    counts: dict[str, int] = {}
+    try:
+        for frame, sink, lay in jobs:
+            counts.update(writer.write(frame, [sink], lay, staging))
+        for frame, sink, lay in jobs:
+            writer.publish(sink, staging, lay, frame.schema)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return counts
+
+
+def _windows(cl, spec, items):
+    from pyspark.errors import AnalysisException
+
+    from evtime.engine import bound as engine
+    from evtime.errors import UsageError
+
+    try:
+        return engine.windows(cl, spec, items)
+    except AnalysisException as err:
+        lines = str(err).strip().splitlines()
+        raise UsageError(f"--agg: {lines[0] if lines else err}") from None
+
+
+@click.command("bound", epilog=EXAMPLES)
+@bound_options(agg_required=True)
+@options.output_options
+@options.input_options
+@options.session_options
+def bound(**kw) -> None:
+    """Aggregate rows in event-time windows and release each window only once a bound
+    says it is final (which arrival closed it is shown); late rows are dropped or moved."""
+    started = time.monotonic()
+    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    spec = spec_of(kw, inp.keys)
+    items = _items(kw)
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from evtime.engine import bound as engine
+    from evtime.engine import present
+    from evtime.errors import UsageError
+    from evtime.io.reader import Layout
+    from evtime.io.writer import ROUTE, Sink, check_sink, output_format
+
+    out_fmt = output_format(kw["output"], kw["output_format"])
+    spark, df, lay, files = run.start(inp, ses)
+    _check_columns(spec, lay)
+    ns = ["window_start", "window_end"]
+    out = Sink("output", ("out",), kw["output"], out_fmt, [], ns, kw["overwrite"])
+    sinks = [out]
+    if kw["discards"]:
+        extra = [c for c in ("arrival", "reason", "bound") if c in lay.schema.names]
+        if extra:
+            raise UsageError(f"--discards adds columns {', '.join(extra)} that the input has")
+        sinks.append(
+            Sink(
+                "discards",
+                ("discard",),
+                kw["discards"],
+                output_format(kw["discards"], None),
+                [*lay.schema.names, "arrival", "reason", "bound"],
+                ["bound"],
+                kw["overwrite"],
+            )
+        )
+    for s in sinks:
+        check_sink(s)
+    cl = engine.prepare(df, spec)
+    w, names = _windows(cl, spec, items)
+    out.columns = [*spec.keys, "window_start", "window_end", *names, "rows", "closed_by"]
+    # the windows carry only the key columns of the input (their types are restored)
+    key_lay = Layout(pa.schema([lay.schema.field(k) for k in spec.keys]), lay.time_col)
+    jobs = [(engine.output(w, spec, names).withColumn(ROUTE, F.lit("out")), out, key_lay)]
+    if kw["discards"]:
+        late = engine.discards(cl, spec).withColumn(ROUTE, F.lit("discard"))
+        jobs.append((late, sinks[1], lay))
+    written = _write(jobs)
+    n = {r[0]: r[1] for r in cl.groupBy(engine.DECISION).count().collect()}  # <= 4 rows
+    counts = {
+        "out": n.get(present.RELEASED, 0) + n.get(present.ADJUSTED, 0),
+        "discard": n.get(present.DISCARDED, 0),
+        "bound": n.get(present.BOUND, 0),
+    }
+    detail = f", adjusted {n[present.ADJUSTED]}" if n.get(present.ADJUSTED) else ""
+    detail += f", bound rows {counts['bound']}" if counts["bound"] else ""
+    detail += f", windows {written.get('out', 0)}"
+    run.summary("bound", ses, counts, started, None, kw.get("max_discards"), detail)
+
+
+@click.command(
+    "bound",
+    epilog="""
+\b
+Examples:
+  evtime explain bound --window 1m --key device samples/bound/readings.csv
+  evtime explain bound --window 1h --window-end inclusive --bound-marker kind=bound \\
+      --strict-bounds --tick 1ms --format csv samples/bound/trades.csv
+""",
+)
+@bound_options(agg_required=False)
+@explain_output
+@options.input_options
+@options.session_options
+def explain_bound(**kw) -> None:
+    """Explain `evtime bound`: the bound after every arrival, the decision, the windows each
+    row entered and the arrival that released it (--agg / --udaf are accepted and ignored)."""
+    started = time.monotonic()
+    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    spec = spec_of(kw, inp.keys)
+    kw.pop("aggs"), kw.pop("udafs")
+    from pyspark.sql import functions as F
+
+    from evtime.engine import bound as engine
+    from evtime.engine import present
+    from evtime.io.reader import SEQ
+    from evtime.io.writer import ROUTE, Sink
+
+    fmt = explain_format(kw["fmt"], kw["output"])
+    spark, df, lay, files = run.start(inp, ses)
+    _check_columns(spec, lay)
+    cl = engine.prepare(df, spec)
+    w, _ = engine.windows(cl, spec, [])
+    df = engine.explain(cl, w, spec, [f.shown for f in files])
+    own = present.own_columns(lay.schema.names, lay.time_col)
+    frame = present.explain_frame(df.sort(SEQ), (), own)
+    cols = frame.columns
+    frame = frame.withColumn(
+        ROUTE,
+        F.when(F.col("decision") == present.DISCARDED, "discard")
+        .when(F.col("decision") == present.BOUND, "bound")
+        .otherwise("out"),
+    )
+    sink = Sink(
+        "explain",
+        ("out", "discard", "bound"),
+        kw["output"],
+        fmt,
+        cols,
+        ["time", "evtime", "bound"],
+        kw["overwrite"],
+    )
+    counts = run.write_and_publish(frame, [sink], lay)
+    run.summary("explain bound", ses, counts, started)

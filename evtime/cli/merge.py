@@ -1,0 +1,386 @@
+"""evtime merge and evtime explain merge: several sources into one stream by event time
+(SPEC §3)."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import time
+
+import click
+
+from evtime.cli import options, run
+from evtime.units import UNITS
+
+EXAMPLES = """
+\b
+Examples:
+  evtime merge orders=samples/merge/orders.csv trades=samples/merge/trades.csv \\
+      --order-by seq --bound-marker kind=bound
+  evtime merge --arrival received --wait 1h 'cars/car-*.parquet' -o merged.parquet
+  evtime merge --join-leave --arrival received a.csv b.csv --discards late.csv
+"""
+
+_NAME = re.compile(r"[\w.\-]+")
+
+
+def _duration(ctx, param, value):
+    if value is None:
+        return None
+    from evtime.errors import UsageError
+    from evtime.units import duration_ns
+
+    try:
+        ns = duration_ns(value)
+    except UsageError as err:
+        raise click.BadParameter(str(err)) from None
+    if ns < 0 or (param.name == "tick" and ns == 0):
+        raise click.BadParameter(
+            f"{value!r}: must be {'positive' if param.name == 'tick' else '>= 0'}"
+        )
+    return value
+
+
+def _marker(ctx, param, value):
+    if value is None:
+        return None
+    col, sep, val = value.partition("=")
+    if not sep or not col:
+        raise click.BadParameter(f"{value!r}: write it COL=VALUE, e.g. kind=bound")
+    return col, val
+
+
+merge_options = options._stack(
+    click.option(
+        "--bound-marker",
+        metavar="COL=VALUE",
+        callback=_marker,
+        help="Rows whose COL is VALUE are bound rows (punctuation, heartbeats): a promise that "
+        "the source sends nothing earlier than their time; never in the output.",
+    ),
+    click.option(
+        "--strict-bounds",
+        is_flag=True,
+        help="A bound row at t promises times > t (a non-strict bound at t + tick).",
+    ),
+    click.option(
+        "--tick",
+        default="1ns",
+        show_default=True,
+        metavar="DURATION",
+        callback=_duration,
+        help="Time resolution for --strict-bounds (SQLstream 1ms, StreamInsight 100ns).",
+    ),
+    click.option(
+        "--arrival",
+        metavar="COL",
+        help="Wall-clock arrival time of every row: all sources' rows are processed in this "
+        "order (ties: source order, row order). Read like the time column.",
+    ),
+    click.option(
+        "--wait",
+        metavar="DURATION",
+        callback=_duration,
+        help="Needs --arrival. Wait at most this long for a source: its bound is at least "
+        "arrival time - wait, and a row older than that is discarded (exactly the wait is fine).",
+    ),
+    click.option(
+        "--join-leave",
+        is_flag=True,
+        help="A source is waited for only from its first row to its last one (producers "
+        "entering and leaving a stream), instead of from start to end.",
+    ),
+    click.option(
+        "--unit",
+        type=click.Choice(list(UNITS)),
+        help="With --range: adjust every source first (as evtime adjust); the source's "
+        "bound is its reference time - range*unit.",
+    ),
+    click.option(
+        "--range",
+        "range_",
+        type=click.IntRange(min=0),
+        metavar="N",
+        help="With --unit: rows up to N units behind their source's reference time are held.",
+    ),
+)
+
+
+def _sources(args: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """NAME=PATH -> (names, paths); a source without a name is named by its path."""
+    from evtime.errors import UsageError
+
+    names, paths = [], []
+    for a in args:
+        name, sep, path = a.partition("=")
+        if sep and path and _NAME.fullmatch(name) and not os.path.exists(a):
+            names.append(name)
+            paths.append(path)
+        else:
+            names.append(a)
+            paths.append(a)
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise UsageError(f"two sources are named {n!r}: name them with NAME=PATH")
+        seen.add(n)
+    return names, paths
+
+
+def _setup(kw: dict, command: str, check=None):
+    """Check options, read the sources (``check(layout)`` before any work on them), and
+    classify every row."""
+    from evtime.errors import UsageError
+    from evtime.io import reader
+    from evtime.units import duration_ns
+
+    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    if inp.keys:
+        raise UsageError(f"{command} does not take --key: every source is one stream")
+    if kw["wait"] is not None and not kw["arrival"]:
+        raise UsageError("--wait needs --arrival COL (the wall-clock arrival time of each row)")
+    if kw["arrival"] and inp.order_by:
+        raise UsageError("give --arrival or --order-by, not both (--arrival also orders)")
+    if (kw["unit"] is None) != (kw["range_"] is None):
+        raise UsageError("--unit and --range go together")
+    names, paths = _sources(inp.inputs)
+    inp.inputs = tuple(paths)
+    from evtime.engine import merge as engine
+
+    spec = engine.MergeSpec(
+        names=tuple(names),
+        marker=kw["bound_marker"],
+        strict=kw["strict_bounds"],
+        tick=duration_ns(kw["tick"]),
+        ordered=bool(kw["arrival"] or inp.order_by),
+        arrival=bool(kw["arrival"]),
+        wait=duration_ns(kw["wait"]) if kw["wait"] is not None else None,
+        wait_text=kw["wait"],
+        join_leave=kw["join_leave"],
+        unit=kw["unit"],
+        range=kw["range_"] or 0,
+    )
+    spark, df, lay, files = run.start(inp, ses)
+    if check:
+        check(lay)
+    cols = lay.schema.names
+    for opt, col in (("--bound-marker", (spec.marker or (None,))[0]), ("--arrival", kw["arrival"])):
+        if col is not None and col not in cols:
+            raise UsageError(
+                f"{opt}: no column {col!r}; columns: {', '.join(cols)}{reader.suggest(col, cols)}"
+            )
+    if kw["arrival"]:
+        from evtime.engine.scan import order_arrivals
+
+        df = engine.with_now(
+            df, lay, kw["arrival"], inp.time_format, inp.tz, [f.shown for f in files]
+        )
+        df = order_arrivals(df, engine.NOW)
+    df = engine.classify(engine.prepare(df, spec, [f.group for f in files]), spec)
+    return ses, inp, spec, df, lay
+
+
+def _routes(spec) -> list[str]:
+    return [f"{kind}:{s}" for s in range(spec.n) for kind in ("out", "discard", "bound")]
+
+
+def _route_column():
+    from pyspark.sql import functions as F
+
+    from evtime.engine import merge as engine
+
+    kind = F.when(F.col(engine.BND), "bound").when(F.col(engine.KEEP), "out").otherwise("discard")
+    return F.concat(kind, F.lit(":"), F.col(engine.SRC).cast("string"))
+
+
+def _summary(command: str, ses, spec, counts: dict[str, int], started: float) -> None:
+    if ses.quiet:
+        return
+
+    def part(s: int | None) -> str:
+        def get(kind: str) -> int:
+            if s is None:
+                return sum(counts.get(f"{kind}:{i}", 0) for i in range(spec.n))
+            return counts.get(f"{kind}:{s}", 0)
+
+        out, disc, bnd = get("out"), get("discard"), get("bound")
+        text = f"read {out + disc + bnd}, released {out}, discarded {disc}"
+        return text + (f", bound rows {bnd}" if bnd else "")
+
+    emitted = counts.get("emit", 0)
+    head = part(None) + (f", bounds emitted {emitted}" if emitted else "")
+    per = "".join(f"; {name}: {part(s)}" for s, name in enumerate(spec.names))
+    click.echo(
+        f"evtime {command}: {head}{per} ({time.monotonic() - started:.1f}s)",
+        err=True,
+    )
+    sys.stderr.flush()
+
+
+@click.command(epilog=EXAMPLES)
+@merge_options
+@click.option(
+    "--emit-bounds",
+    is_flag=True,
+    help="Needs --bound-marker. The output also carries bound rows (marker column set to "
+    "VALUE) wherever the merged stream's definitive time advances, so it can be a source "
+    "with punctuation for another evtime command.",
+)
+@click.option(
+    "--as",
+    "as_",
+    default="evtime",
+    show_default=True,
+    metavar="NAME",
+    help="Name of the event-time column added to every row.",
+)
+@click.option(
+    "--source-as",
+    default="source",
+    show_default=True,
+    metavar="NAME",
+    help="Name of the column that says which source a row came from.",
+)
+@options.output_options
+@options.input_options
+@options.session_options
+def merge(**kw) -> None:
+    """Merge several sources (SOURCE: a file or glob, NAME=PATH to name it) into one
+    stream ordered by event time, holding rows until every source's bound has passed them
+    and discarding rows that break a promise."""
+    started = time.monotonic()
+    from evtime.errors import UsageError
+
+    emit, as_, source_as = kw.pop("emit_bounds"), kw.pop("as_"), kw.pop("source_as")
+    if emit and not kw["bound_marker"]:
+        raise UsageError("--emit-bounds needs --bound-marker COL=VALUE (how bound rows look)")
+    fmt_time, tz = kw["time_format"], kw["tz"]
+    output, out_fmt, overwrite, discards = (
+        kw.pop("output"),
+        kw.pop("output_format"),
+        kw.pop("overwrite"),
+        kw.pop("discards"),
+    )
+    if as_ == source_as:
+        raise UsageError("--as and --source-as name the same column")
+
+    def check(lay) -> None:
+        own = lay.schema.names
+        for name, opt in ((as_, "--as"), (source_as, "--source-as")):
+            if name in own:
+                raise UsageError(
+                    f"the input already has a column {name!r}: name the added column "
+                    f"otherwise with {opt} NAME"
+                )
+        extra = [c for c in ("arrival", "reason", "bound") if c in own]
+        if discards and extra:
+            raise UsageError(f"--discards adds columns {', '.join(extra)} that the input has")
+
+    ses, inp, spec, df, lay = _setup(kw, "merge", check)
+    from pyspark.sql import functions as F
+
+    from evtime.engine import merge as engine
+    from evtime.io.reader import SEQ
+    from evtime.io.writer import ROUTE, Sink, output_format
+
+    own = lay.schema.names
+    routes = _routes(spec)
+    sinks = [
+        Sink(
+            "output",
+            (*[r for r in routes if r.startswith("out:")], "emit"),
+            output,
+            output_format(output, out_fmt),
+            [*own, source_as, as_],
+            [as_],
+            overwrite,
+        )
+    ]
+    if discards:
+        df = engine.with_discard_columns(df, spec)
+        sinks.append(
+            Sink(
+                "discards",
+                tuple(r for r in routes if r.startswith("discard:")),
+                discards,
+                output_format(discards, None),
+                [*own, source_as, as_, "arrival", "reason", "bound"],
+                [as_, "bound"],
+                overwrite,
+            )
+        )
+    rows = df.withColumns(
+        {
+            source_as: engine._source_name(spec),
+            as_: F.col(engine.EVT),
+            ROUTE: _route_column(),
+            "_evt_kind": F.lit(0),
+        }
+    )
+    if emit:
+        col, value = spec.marker
+        bounds = engine.emitted_bounds(df, spec)
+        types = dict(rows.dtypes)
+        bounds = bounds.select(
+            SEQ,
+            engine.EVT,
+            F.col(engine.EVT).alias(as_),
+            engine.bound_time_value(lay, fmt_time, tz)
+            .cast(types[lay.time_col])
+            .alias(lay.time_col),
+            F.lit(value).cast(types[col]).alias(col),
+            F.lit("emit").alias(ROUTE),
+            F.lit(1).alias("_evt_kind"),
+        )
+        rows = rows.unionByName(bounds, allowMissingColumns=True)
+    counts = run.write_and_publish(rows.sort(engine.EVT, SEQ, "_evt_kind"), sinks, lay)
+    _summary("merge", ses, spec, counts, started)
+
+
+from evtime.cli.explain import explain_format, explain_output  # noqa: E402
+
+
+@click.command(
+    "merge",
+    epilog="""
+\b
+Examples:
+  evtime explain merge --order-by seq --bound-marker kind=bound \\
+      samples/merge/orders.csv samples/merge/trades.csv
+  evtime explain merge --arrival wall --wait 1h --time sourceTime --format csv \\
+      E=samples/merge/apama_e.csv X=samples/merge/apama_x.csv
+""",
+)
+@merge_options
+@explain_output
+@options.input_options
+@options.session_options
+def explain_merge(**kw) -> None:
+    """Explain `evtime merge`: the definitive time after every arrival, each row's
+    decision, what released it, and which promise a discarded row broke."""
+    started = time.monotonic()
+    fmt_opt, output, overwrite = kw.pop("fmt"), kw.pop("output"), kw.pop("overwrite")
+    ses, inp, spec, df, lay = _setup(kw, "explain merge")
+    from evtime.engine import merge as engine
+    from evtime.engine import present
+    from evtime.io.reader import SEQ
+    from evtime.io.writer import ROUTE, Sink
+
+    df = engine.explain(df, spec).withColumn(ROUTE, _route_column())
+    own = present.own_columns(lay.schema.names, lay.time_col)
+    frame = present.explain_frame(df, (), [*own, (ROUTE, ROUTE), (SEQ, SEQ)])
+    cols = [c for c in frame.columns if c not in (ROUTE, SEQ)]
+    fmt = explain_format(fmt_opt, output)
+    sink = Sink(
+        "explain", tuple(_routes(spec)), output, fmt, cols, list(present.NS_COLUMNS), overwrite
+    )
+    frame = frame.sort(SEQ)
+    counts = run.write_and_publish(frame, [sink], lay)
+    _summary("explain merge", ses, spec, counts, started)
+
+
+for _cmd in (merge, explain_merge):
+    for _p in _cmd.params:
+        if _p.name == "inputs":
+            _p.metavar = "SOURCE..."

@@ -1,0 +1,386 @@
+"""Strict-bound window aggregation (SPEC §4; seeds 004, 003, 002), on the shared scan.
+
+Per key, in arrival order:
+
+* **the bound** after each arrival is a running maximum (:func:`scan.prefix_max`) of what
+  each arrival promises: ``rows`` - its own (adjusted) time, i.e. the adjust reference
+  ``ref - range*unit`` (:func:`adjust.classify`); ``markers`` - a marker row's time
+  (+ tick when strict); ``cti`` - at every N-th data row (a running count,
+  :func:`scan.prefix_count`) the running max of data times so far minus the delay.  The
+  bound *in force* when a row arrives is the same maximum without the row itself.
+* a data row is **late** when its time is below the bound in force: dropped, or moved up to
+  it (``--late adjust``).  Late rows advance nothing (they cannot raise a max they are
+  below), except that CTI counts and maxima include them, as SPEC §4 says.
+* the **windows** of an accepted row are the aligned starts whose window contains its time
+  (an ``explode``); a window's aggregates are one ``groupBy(key, start)``.
+* a window's **closing arrival** is the first arrival of its key whose bound reaches ``end``
+  (exclusive end) or ``end + tick`` (inclusive end): a search in the key's monotone bound
+  sequence (:func:`scan.first_above`).  None found: flushed at the end of the input.
+* **release order**: (closing arrival, window start, key), the end-of-input flush last.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from evtime.engine import adjust, present, udaf
+from evtime.engine.scan import (
+    arrival_numbers,
+    first_above,
+    join_small,
+    positions_by,
+    prefix_count_max,
+    prefix_max,
+)
+from evtime.errors import UsageError
+from evtime.io.reader import SEQ, T
+from evtime.units import unit_ns
+
+T0 = "_evt_t0"  # the row's time (floored to --unit) before any late adjustment
+EVT = "_evt_evtime"  # the time that places the row in windows (moved up when adjusted)
+BEFORE, AFTER = "_evt_bound_before", "_evt_bound_after"  # bound in force / after arrival
+MARK, DECISION, ARRIVAL = "_evt_marker", "_evt_decision", "_evt_arrival"
+WS, ROWS, CLOSED = "_evt_ws", "_evt_rows", "_evt_closed"
+OUT_FIXED = ("window_start", "window_end", "rows", "closed_by")
+MAX_WINDOWS_PER_ROW = 10_000
+
+
+@dataclass(frozen=True)
+class BoundSpec:
+    size: int
+    slide: int | None = None
+    offset: int = 0
+    inclusive: bool = False
+    bounds: str = "rows"  # rows | markers | cti
+    marker: tuple[str, str] | None = None  # (column, value) of bound-marker rows
+    strict: bool = False
+    tick: int = 1
+    cti_every: int | None = None
+    cti_delay: int = 0
+    late: str = "drop"  # drop | adjust
+    unit: str | None = None
+    range: int | None = None
+    keys: tuple[str, ...] = ()
+
+    @property
+    def step(self) -> int:
+        return self.slide or self.size
+
+    @property
+    def width(self) -> int:
+        return (self.range or 0) * unit_ns(self.unit) if self.unit else 0
+
+    @property
+    def close_after(self) -> int:
+        """A window [s, s+size) / [s, s+size] is final once the bound reaches s + this."""
+        return self.size + (self.tick if self.inclusive else 0)
+
+    def check(self) -> None:
+        if self.size <= 0:
+            raise UsageError("--window must be a positive duration, e.g. 1m")
+        if self.slide is not None and self.slide <= 0:
+            raise UsageError("--slide must be a positive duration, e.g. 30s")
+        if self.tick <= 0:
+            raise UsageError("--tick must be a positive duration, e.g. 1ns or 1ms")
+        if -(-self.size // self.step) > MAX_WINDOWS_PER_ROW:
+            raise UsageError(
+                f"--window / --slide puts every row in more than {MAX_WINDOWS_PER_ROW} "
+                "windows: use a larger --slide"
+            )
+        if self.bounds not in ("rows", "markers", "cti"):
+            raise UsageError("--bounds must be rows, markers or cti")
+        if self.bounds == "markers" and self.marker is None:
+            raise UsageError("--bounds markers needs --bound-marker COL=VALUE")
+        if self.bounds != "markers" and self.marker is not None:
+            raise UsageError(f"--bound-marker needs --bounds markers (not {self.bounds})")
+        if self.strict and self.bounds != "markers":
+            raise UsageError("--strict-bounds applies to marker rows: use --bounds markers")
+        if self.bounds == "cti" and not self.cti_every:
+            raise UsageError("--bounds cti needs --cti-every N")
+        if self.bounds != "cti" and (self.cti_every is not None or self.cti_delay):
+            raise UsageError("--cti-every / --cti-delay need --bounds cti")
+        if (self.unit is None) != (self.range is None):
+            raise UsageError("--unit and --range go together")
+        if self.unit is not None and self.bounds != "rows":
+            raise UsageError(
+                "--unit/--range make the bound ref - range*unit: use them with --bounds rows"
+            )
+        if self.late not in ("drop", "adjust"):
+            raise UsageError("--late must be drop or adjust")
+
+
+# ---------------------------------------------------------------- bounds and decisions
+
+
+def _marker(spec: BoundSpec) -> Column:
+    if spec.bounds != "markers":
+        return F.lit(False)
+    col, value = spec.marker
+    return F.coalesce(F.col(col).cast("string") == F.lit(value), F.lit(False))
+
+
+def classify(df: DataFrame, spec: BoundSpec) -> DataFrame:
+    """Add the bound in force / after each arrival, the decision and the window time."""
+    keys = spec.keys
+    df = df.withColumn(MARK, _marker(spec))
+    if spec.bounds == "rows":
+        aspec = adjust.AdjustSpec(spec.unit or "nsec", spec.range or 0, keys)
+        df = adjust.classify(df, aspec).withColumnRenamed(adjust.EVT, T0).drop(adjust.KEEP)
+        ref = F.col(adjust.REF_BEFORE)
+        df = df.withColumns(
+            {
+                BEFORE: ref - F.lit(spec.width),
+                AFTER: F.greatest(ref, F.col(T0)) - F.lit(spec.width),
+            }
+        ).drop(adjust.REF_BEFORE)
+    else:
+        df = df.withColumn(T0, F.col(T))
+        if spec.bounds == "markers":
+            strict = spec.tick if spec.strict else 0
+            promise = F.when(F.col(MARK), F.col(T) + F.lit(strict))
+        else:  # cti: every N-th data row of the key, max data time so far - delay
+            df = prefix_count_max(df, {"_evt_n": F.lit(True)}, {"_evt_seen": T}, keys)
+            promise = F.when(
+                F.col("_evt_n") % F.lit(spec.cti_every) == 0,
+                F.col("_evt_seen") - F.lit(spec.cti_delay),
+            )
+        df = df.withColumn("_evt_promise", promise)
+        df = prefix_max(df, {BEFORE: "_evt_promise"}, by=keys, inclusive=False)
+        df = df.withColumn(AFTER, F.greatest(BEFORE, "_evt_promise"))
+        df = df.drop("_evt_promise", "_evt_seen", "_evt_n")  # (absent names: no-op)
+    late = ~F.col(MARK) & F.col(BEFORE).isNotNull() & (F.col(T0) < F.col(BEFORE))
+    late_decision = present.ADJUSTED if spec.late == "adjust" else present.DISCARDED
+    return df.withColumns(
+        {
+            DECISION: F.when(F.col(MARK), present.BOUND)
+            .when(late, late_decision)
+            .otherwise(present.RELEASED),
+            EVT: F.when(late & F.lit(spec.late == "adjust"), F.col(BEFORE)).otherwise(F.col(T0)),
+        }
+    )
+
+
+def prepare(df: DataFrame, spec: BoundSpec) -> DataFrame:
+    """:func:`classify` plus 1-based arrival numbers, cut from its lineage (every later step
+    reads these rows several times)."""
+    return arrival_numbers(classify(df, spec), ARRIVAL).localCheckpoint()
+
+
+def accepted() -> Column:
+    """Rows that enter windows (on time, or moved up by --late adjust)."""
+    return F.col(DECISION).isin(present.RELEASED, present.ADJUSTED)
+
+
+# ---------------------------------------------------------------- windows
+
+
+def _sql_windows(spec: BoundSpec) -> tuple[str, str, str]:
+    """SQL for (number of windows of the row, latest start, array of starts)."""
+    e, step, size = f"`{EVT}`", spec.step, spec.size
+    latest = f"({e} - pmod({e} - ({spec.offset}L), {step}L))"
+    x = f"({latest} + {size}L - {e})"
+    if spec.inclusive:
+        n = f"(CASE WHEN {x} >= 0 THEN {x} div {step}L + 1 ELSE 0L END)"
+    else:
+        n = f"(CASE WHEN {x} > 0 THEN ({x} + {step - 1}L) div {step}L ELSE 0L END)"
+    starts = (
+        f"(CASE WHEN {n} > 0 THEN sequence({latest} - ({n} - 1) * {step}L, {latest}, {step}L) END)"
+    )
+    return n, latest, starts
+
+
+def window_starts(spec: BoundSpec) -> Column:
+    """Array of the starts of every window containing the row's time (null: none)."""
+    return F.expr(_sql_windows(spec)[2])
+
+
+def last_start(spec: BoundSpec) -> Column:
+    """Start of the row's last window (null when its time falls in a gap)."""
+    n, latest, _ = _sql_windows(spec)
+    return F.expr(f"CASE WHEN {n} > 0 THEN {latest} END")
+
+
+def quote(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def aggregate(
+    df: DataFrame, spec: BoundSpec, items: Sequence[str | udaf.Call]
+) -> tuple[DataFrame, list[str]]:
+    """(keys, start, aggregates..., rows) of every non-empty window, and the aggregates'
+    column names in ``--agg`` order."""
+    keys = list(spec.keys)
+    rows = df.where(accepted())
+    exploded = rows.withColumn(WS, F.explode(window_starts(spec)))
+    sql = [F.expr(a) for a in items if isinstance(a, str)]
+    w = exploded.groupBy(*keys, WS).agg(*sql, F.count(F.lit(1)).alias(ROWS))
+    sql_names = w.columns[len(keys) + 1 : -1]  # (analysed: a bad --agg fails here)
+    names, it = [], iter(sql_names)
+    for a in items:
+        names.append(a.alias if isinstance(a, udaf.Call) else next(it))
+    calls = [a for a in items if isinstance(a, udaf.Call)]
+    if calls:
+        args = {f"_evt_u{j}": F.expr(c.arg) for j, c in enumerate(calls)}
+        u = udaf.evaluate(
+            rows.select(*keys, EVT, SEQ, *[v.alias(k) for k, v in args.items()]),
+            keys,
+            calls,
+            EVT,
+            SEQ,
+            spec.size,
+            spec.step,
+            spec.offset,
+            spec.inclusive,
+            WS,
+        )
+        w = join_small(w, u, [*keys, WS])
+    return w, names
+
+
+def check_names(spec: BoundSpec, names: list[str]) -> None:
+    for k in spec.keys:
+        if k in OUT_FIXED:
+            raise UsageError(f"--key {k!r} clashes with the output column {k!r}: rename it")
+    taken = {*spec.keys, *OUT_FIXED}
+    seen: set[str] = set()
+    for n in names:
+        if n in taken or n in seen:
+            raise UsageError(
+                f"two output columns would be named {n!r}: name the aggregate with "
+                f"--agg '... AS other_name'"
+            )
+        seen.add(n)
+
+
+def close(w: DataFrame, cl: DataFrame, spec: BoundSpec) -> DataFrame:
+    """Add ``CLOSED``: the arrival whose bound made each window final (null: end of input)."""
+    keys = list(spec.keys)
+    w = w.withColumn("_q", F.monotonically_increasing_id()).localCheckpoint()
+    queries = w.select(*keys, "_q", (F.col(WS) + F.lit(spec.close_after)).alias("_v"))
+    moved = F.col(AFTER).isNotNull() & (F.col(BEFORE).isNull() | (F.col(AFTER) > F.col(BEFORE)))
+    data = cl.where(moved).select(*keys, F.col(AFTER).alias("_v"), F.col(ARRIVAL).alias("_a"))
+    found = first_above(queries, data, keys, CLOSED, strict=False)
+    return join_small(w, found, ["_q"]).drop("_q")
+
+
+def release_order(spec: BoundSpec) -> list[Column]:
+    return [F.col(CLOSED).asc_nulls_last(), F.col(WS), *[F.col(k) for k in spec.keys]]
+
+
+def windows(
+    cl: DataFrame, spec: BoundSpec, items: Sequence[str | udaf.Call]
+) -> tuple[DataFrame, list[str]]:
+    """Every non-empty window with its aggregates and closing arrival (unordered), and the
+    aggregate names."""
+    w, names = aggregate(cl, spec, items)
+    check_names(spec, names)
+    return close(w, cl, spec), names
+
+
+def output(w: DataFrame, spec: BoundSpec, names: list[str]) -> DataFrame:
+    """SPEC §4 output columns, in release order."""
+    return w.sort(*release_order(spec)).select(
+        *spec.keys,
+        F.col(WS).alias("window_start"),
+        (F.col(WS) + F.lit(spec.size)).alias("window_end"),
+        *[F.col(quote(n)) for n in names],
+        F.col(ROWS).alias("rows"),
+        F.coalesce(F.col(CLOSED).cast("string"), F.lit("end")).alias("closed_by"),
+    )
+
+
+# ---------------------------------------------------------------- discards and explain
+
+
+def _reason(spec: BoundSpec) -> Column:
+    what = "evtime" if spec.unit else "time"
+    why = f" (reference time - {spec.range} {spec.unit})" if spec.unit else ""
+    t0, before = present.iso(T0), present.iso(BEFORE)
+    return F.when(
+        F.col(DECISION) == present.DISCARDED,
+        F.concat(
+            F.lit(f"late: {what} "),
+            t0,
+            F.lit(" is below the bound in force "),
+            before,
+            F.lit(why),
+        ),
+    ).when(
+        F.col(DECISION) == present.ADJUSTED,
+        F.concat(
+            F.lit(f"late: {what} "),
+            t0,
+            F.lit(" was below the bound in force "),
+            before,
+            F.lit(f"{why}: moved up to it"),
+        ),
+    )
+
+
+def discards(cl: DataFrame, spec: BoundSpec) -> DataFrame:
+    """The late rows dropped, with ``arrival``, ``reason`` and ``bound`` (the bound they
+    missed), in arrival order."""
+    return (
+        cl.where(F.col(DECISION) == present.DISCARDED)
+        .withColumns({"arrival": F.col(ARRIVAL), "reason": _reason(spec), "bound": F.col(BEFORE)})
+        .sort(SEQ)
+    )
+
+
+def _iso_sql(e: str) -> str:
+    return (
+        f"concat(date_format(timestamp_seconds(({e} - pmod({e}, 1000000000L)) div 1000000000L), "
+        f"\"yyyy-MM-dd'T'HH:mm:ss\"), '.', lpad(cast(pmod({e}, 1000000000L) as string), 9, '0'), "
+        "'Z')"
+    )
+
+
+def windows_text(spec: BoundSpec) -> Column:
+    """'[start,end) [start,end)' in ISO times: the windows a row entered."""
+    close_ch = "]" if spec.inclusive else ")"
+    starts = _sql_windows(spec)[2]
+    one = f"concat('[', {_iso_sql('s')}, ',', {_iso_sql(f's + {spec.size}L')}, '{close_ch}')"
+    return F.expr(f"array_join(transform({starts}, s -> {one}), ' ')")
+
+
+def explain(cl: DataFrame, w: DataFrame, spec: BoundSpec, sources: list[str]) -> DataFrame:
+    """Every arrival with its decision (SPEC §5) as ``_x_<column>`` (unordered: sort by
+    ``SEQ`` for arrival order).
+
+    ``released_by`` / ``output_pos`` of an accepted row are those of its last window (the
+    one that closes last: only then is the row no longer held)."""
+    keys = list(spec.keys)
+    w = w.select(*keys, WS, CLOSED).localCheckpoint()  # read several times below
+    closed, flushed = w.where(F.col(CLOSED).isNotNull()), w.where(F.col(CLOSED).isNull())
+    # output positions in release order: closed windows by (closing arrival, start, key),
+    # then the end-of-input flush by (start, key)
+    first = positions_by(closed, CLOSED, [F.col(WS), *keys], "_pos")
+    rest = positions_by(flushed, WS, keys, "_pos")
+    rest = rest.withColumn("_pos", F.col("_pos") + F.lit(closed.count()))
+    pos = first.unionByName(rest).select(
+        *keys, F.col(WS).alias("_evt_last"), F.col(CLOSED).alias("_rb"), "_pos"
+    )
+    df = cl.withColumn("_evt_last", F.when(accepted(), last_start(spec)))
+    df = join_small(df, pos, [*keys, "_evt_last"])
+    src = F.element_at(F.array(*[F.lit(s) for s in sources]), F.col("_evt_file") + 1)
+    return df.withColumns(
+        {
+            "_x_arrival": F.col(ARRIVAL),
+            "_x_source": src,
+            "_x_time": F.col(T),
+            "_x_evtime": F.col(EVT),
+            "_x_decision": F.col(DECISION),
+            "_x_bound": F.col(AFTER),
+            "_x_released_by": F.when(
+                F.col("_pos").isNotNull(),
+                F.coalesce(F.col("_rb").cast("string"), F.lit("end")),
+            ),
+            "_x_output_pos": F.col("_pos"),
+            "_x_windows": F.when(accepted(), windows_text(spec)),
+            "_x_reason": _reason(spec),
+        }
+    ).drop("_evt_last", "_rb", "_pos")

@@ -1,0 +1,635 @@
+"""Merging sources by event time (SPEC §3; seeds 004 and 001), on the shared scan.
+
+Every input row is an arrival of one source (``_evt_src``, the command-line argument it came
+from).  A row contributes to its source's own bound: a data row its evtime (``- range*unit``
+when adjusted), a bound row its time (``+ tick`` when strict, floored to the unit).
+
+**Without --arrival / --order-by, --wait and --join-leave** (UNION ALL of files): sources
+are processed one after the other, and the only discards are rows behind their own source's
+bound: an exclusive :func:`prefix_max` per source.  Output = the rest ordered by
+(evtime, source, row).  For explain, the definitive time after arrival *i* is closed-form:
+``-inf`` while a later source has no bound yet, then ``min(C, own bound of the last source)``
+with ``C`` the minimum of the other sources' final bounds (one number); release points are a
+:func:`first_above` search in that monotone sequence.
+
+**General case** (arrival order given, wait, join/leave).  The stream bound ``B`` and the
+discards feed back on each other (a discarded row advances nothing).  The feedback is broken
+without a sequential pass by one observation: a discarded row that passed its own bound was
+below ``B`` or below ``now - wait`` when it arrived, so counting it in its source's bound
+anyway (``own'``) can only change the definitive time ``D`` at arrivals where both the true
+and the changed ``D`` are below ``B``, and then neither releases anything (every held row is
+at or above ``B``).  So, with ``own'`` = prefix max over *all* the source's rows:
+
+1. ``D'`` after each arrival = ``max(min over attached sources of own'_s, now - wait)``:
+   a prefix scan of the vector of per-source maxima (:func:`definitive`: per-chunk vectors,
+   carried from earlier chunks through a small table, then a numpy pass per chunk);
+2. the release point of every candidate row (not behind its own bound, not older than the
+   wait) = first arrival ``j >= i`` with ``D'_j >= evtime`` (:func:`first_above`; ``D'`` is
+   monotone except where a source joins, so the search runs per join segment, then over a
+   small table of later segments);
+3. ``B`` before arrival *i* = max evtime of candidates released before *i*: a prefix max
+   over release events placed at their releasing arrival; a row is discarded when it is
+   below its own bound, below ``now - wait`` or below ``B``.
+
+The release points found in step 2 are exact for every kept row.  Explain shows own bounds
+and ``D`` with discarded rows left out: when a discarded row did move ``own'`` (a row
+below ``B`` or the wait but above its own bound), the vector scan runs once more without
+it.  Without a clock and arrival order, the stream bound matters only for the words of a
+discard (a row behind its own bound may also be behind ``B``): explain and --discards then
+run the release search too.
+
+Sequential work: none over the whole input.  The vector scan is sequential inside a chunk
+(2^20 arrivals, numpy over blocks of rows x sources), parallel across chunks; its cost is
+O(rows x sources).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, LongType, StructField, StructType
+
+from evtime.engine import present
+from evtime.engine.scan import UNBOUNDED, arrival_numbers, first_above, positions, prefix_max
+from evtime.errors import InputError, in_task
+from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ, Layout, T
+from evtime.units import unit_ns
+
+SRC, BND, EVT, CON = "_evt_src", "_evt_isbound", "_evt_evtime", "_evt_contrib"
+NOW, LAG = "_evt_now", "_evt_lag"
+CAND, KEEP = "_evt_cand", "_evt_keep"
+OWNP = "_evt_ownp_before"  # own bound before the arrival, every row counted (module doc)
+OWN = "_evt_own_before"  # own bound before the arrival, discarded rows left out
+DEF, DEF_ARG = "_evt_def", "_evt_def_arg"  # D after the arrival (sentinels), argmin source
+REL = "_evt_rel"  # _evt_seq of the releasing arrival (null: end of input)
+BB = "_evt_b_before"  # stream bound B before the arrival
+SEG = "_evt_seg"
+ARRIVAL = "_evt_arrival"
+NEG, POS = -(2**63), 2**63 - 1  # -inf / +inf for D inside the engine (never shown)
+_MASK = (1 << CHUNK_SHIFT) - 1
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    names: tuple[str, ...]  # source names, in source order
+    marker: tuple[str, str] | None = None  # (column, value) of bound rows
+    strict: bool = False
+    tick: int = 1
+    ordered: bool = False  # arrival order given (--arrival or --order-by)
+    arrival: bool = False  # wall-clock arrival times in NOW (--arrival)
+    wait: int | None = None
+    wait_text: str | None = None
+    join_leave: bool = False
+    unit: str | None = None
+    range: int = 0
+
+    @property
+    def n(self) -> int:
+        return len(self.names)
+
+    @property
+    def unit_ns(self) -> int | None:
+        return unit_ns(self.unit) if self.unit else None
+
+    @property
+    def width(self) -> int:
+        return self.range * (self.unit_ns or 0)
+
+    @property
+    def simple(self) -> bool:
+        """Sources one after the other, all attached, no clock: own bounds alone decide."""
+        return not self.ordered and self.wait is None and not self.join_leave
+
+
+# ---------------------------------------------------------------------------- preparation
+
+
+def with_now(
+    df: DataFrame, lay: Layout, col: str, fmt: str | None, tz: str | None, shown: list[str]
+) -> DataFrame:
+    """Add ``NOW``: the arrival column read as a time (int64 ns), like the time column
+    (same --time-format and --tz).  pyarrow inside the tasks, so nothing is rounded."""
+    from evtime.io.timeparse import to_ns
+
+    schema = StructType([*df.schema.fields, StructField(NOW, LongType())])
+
+    def parse(batches):
+        import pyarrow.compute as pc
+
+        for b in batches:
+            arr = lay.restore(col, b.column(col))
+            try:
+                ns = to_ns(arr, fmt, tz)
+            except (ValueError, pa.ArrowInvalid) as err:
+                raise in_task(InputError(f"--arrival column {col!r}: {err}")) from None
+            if ns.null_count:
+                i = pc.index(pc.is_null(ns), True).as_py()
+                value = arr[i].as_py()
+                what = "is empty" if value is None else f"cannot be read as a time: {value!r}"
+                f, row = b.column(FILE)[i].as_py(), b.column(ROW)[i].as_py()
+                raise in_task(InputError(f"{shown[f]}: row {row + 1}: column {col!r} {what}"))
+            yield pa.RecordBatch.from_arrays([*b.columns, ns], names=[*b.schema.names, NOW])
+
+    return df.mapInArrow(parse, schema)
+
+
+def prepare(df: DataFrame, spec: MergeSpec, groups: list[int]) -> DataFrame:
+    """Source index, bound flag, evtime, contribution to the own bound, and ``now - wait``."""
+    src = F.element_at(F.array(*[F.lit(g) for g in groups]), F.col(FILE) + 1)
+    if spec.marker:
+        col, value = spec.marker
+        bnd = F.coalesce(F.col(col).cast("string") == F.lit(value), F.lit(False))
+    else:
+        bnd = F.lit(False)
+    u = spec.unit_ns
+    evt = F.col(T) - F.pmod(F.col(T), F.lit(u)) if u else F.col(T)
+    b = F.col(T) + F.lit(spec.tick) if spec.strict else F.col(T)
+    b = b - F.pmod(b, F.lit(u)) if u else b
+    df = df.withColumns({SRC: src.cast("int"), BND: bnd})
+    df = df.withColumn(EVT, evt)
+    df = df.withColumn(CON, F.when(F.col(BND), b).otherwise(F.col(EVT) - F.lit(spec.width)))
+    lag = F.col(NOW) - F.lit(spec.wait) if spec.wait is not None else F.lit(None)
+    return df.withColumn(LAG, lag.cast("long"))
+
+
+# ---------------------------------------------------------------------------- the vector scan
+
+
+@dataclass(frozen=True)
+class Facts:
+    """Per-source facts collected once (one row per source): first and last arrival
+    (_evt_seq; used with --join-leave), final own bound (``top``, None: no bound ever) and
+    the range of data-row evtimes."""
+
+    first: tuple[int, ...]
+    last: tuple[int, ...]
+    top: tuple[int | None, ...]
+    lo: int | None
+    hi: int | None
+
+
+def facts(df: DataFrame, spec: MergeSpec) -> Facts:
+    data = F.when(~F.col(BND), F.col(EVT))
+    rows = (
+        df.groupBy(SRC)
+        .agg(
+            F.min(SEQ).alias("f"),
+            F.max(SEQ).alias("l"),
+            F.min(data).alias("lo"),
+            F.max(data).alias("hi"),
+            F.max(CON).alias("top"),
+        )
+        .collect()
+    )
+    first, last, top = [POS] * spec.n, [NEG] * spec.n, [None] * spec.n
+    for r in rows:
+        first[r[SRC]], last[r[SRC]], top[r[SRC]] = r["f"], r["l"], r["top"]
+    los = [r["lo"] for r in rows if r["lo"] is not None]
+    his = [r["hi"] for r in rows if r["hi"] is not None]
+    return Facts(
+        tuple(first), tuple(last), tuple(top), min(los, default=None), max(his, default=None)
+    )
+
+
+def definitive(
+    df: DataFrame, spec: MergeSpec, contrib: str, out: str, out_arg: str, out_own: str, fx: Facts
+) -> DataFrame:
+    """Add ``out``: D after each arrival = max(min over attached sources of their own
+    bound, now - wait), with ``contrib`` the rows' contributions to their source's bound
+    (null: none); NEG/POS for -inf/+inf.  ``out_arg``: the source holding the minimum
+    (-1 when none is attached).  ``out_own``: the row's own source's bound before it
+    (null: none yet), i.e. the exclusive prefix max per source, for free.
+
+    A prefix scan of the vector of per-source maxima: per (chunk, source) maxima -> the
+    vector carried into each chunk (a window over that small table) -> one grouped pass
+    per chunk that runs the vector through the chunk's rows with numpy, in blocks.
+    Without --join-leave every source is attached from start to end; with it, from its
+    first arrival to just before its last one is counted.
+    """
+    n, join_leave = spec.n, spec.join_leave
+    first, last = fx.first, fx.last
+    per = df.groupBy(CHUNK, SRC).agg(F.max(contrib).alias("_m"))
+    grid = (
+        df.select(F.col(CHUNK).alias("_gc"))
+        .distinct()
+        .crossJoin(per.select(F.col(SRC).alias("_gs")).distinct())
+        .join(
+            per.select(F.col(CHUNK).alias("_gc"), F.col(SRC).alias("_gs"), "_m"),
+            ["_gc", "_gs"],
+            "left",
+        )
+    )
+    earlier = Window.partitionBy("_gs").orderBy("_gc").rowsBetween(UNBOUNDED, -1)
+    carry = grid.select(
+        F.col("_gc").alias(CHUNK),
+        F.col("_gs").alias(SRC),
+        F.max("_m").over(earlier).alias("_carry"),
+    ).where(F.col("_carry").isNotNull())
+    added = [(out, LongType()), (out_arg, IntegerType()), (out_own, LongType())]
+    keep = [f for f in df.schema.fields if f.name not in dict(added)]
+    schema = StructType([*keep, *[StructField(c, t) for c, t in added]])
+
+    def run(left: pa.Table, right: pa.Table) -> pa.Table:
+        import numpy as np
+
+        left = left.select([f.name for f in keep]).sort_by(SEQ)
+        cur = np.full(n, NEG, np.int64)
+        if right.num_rows:
+            cur[right.column(SRC).to_numpy()] = right.column("_carry").to_numpy()
+        seq = left.column(SEQ).to_numpy()
+        src = left.column(SRC).to_numpy()
+        con = left.column(contrib).fill_null(NEG).to_numpy()
+        lag = left.column(LAG).fill_null(NEG).to_numpy()
+        f_arr, l_arr = np.array(first, np.int64), np.array(last, np.int64)
+        m = len(seq)
+        d, arg, own = np.empty(m, np.int64), np.empty(m, np.int32), np.empty(m, np.int64)
+        step = max(1, (1 << 20) // n)
+        for lo in range(0, m, step):
+            hi = min(m, lo + step)
+            k = hi - lo
+            rows = np.arange(k)
+            vec = np.full((k, n), NEG, np.int64)
+            vec[rows, src[lo:hi]] = con[lo:hi]
+            vec[0] = np.maximum(vec[0], cur)
+            np.maximum.accumulate(vec, axis=0, out=vec)
+            own[lo] = cur[src[lo]]
+            own[lo + 1 : hi] = vec[rows[:-1], src[lo + 1 : hi]]
+            cur = vec[-1].copy()
+            if join_leave:
+                s = seq[lo:hi, None]
+                attached = (f_arr[None, :] <= s) & (s < l_arr[None, :])
+                vec = np.where(attached, vec, POS)
+                nobody = ~attached.any(axis=1)
+            else:
+                nobody = np.zeros(k, bool)
+            a = vec.argmin(axis=1)
+            dd = np.maximum(vec[rows, a], lag[lo:hi])
+            dd[nobody], a[nobody] = POS, -1
+            d[lo:hi], arg[lo:hi] = dd, a
+        return (
+            left.append_column(out, pa.array(d, pa.int64()))
+            .append_column(out_arg, pa.array(arg, pa.int32()))
+            .append_column(out_own, pa.array(own, pa.int64(), mask=own == NEG))
+        )
+
+    return df.groupBy(CHUNK).cogroup(carry.groupBy(CHUNK)).applyInArrow(run, schema)
+
+
+# ---------------------------------------------------------------------------- searches
+
+
+def _segments(spec: MergeSpec, fx: Facts) -> Column:
+    """Join segments: D is monotone between two arrivals where a source joins."""
+    if not spec.join_leave:
+        return F.lit(0)
+    firsts = sorted(f for f in fx.first if f != POS)
+    return F.size(F.filter(F.array(*[F.lit(f) for f in firsts]), lambda x: x <= F.col(SEQ)))
+
+
+def release_points(df: DataFrame, spec: MergeSpec, d: str, fx: Facts) -> DataFrame:
+    """Add ``REL``: for every ``CAND`` row, the first arrival (its _evt_seq) at or after it
+    whose D (column ``d``) is >= its evtime; null = released at the end of the input."""
+    lo, hi = fx.lo, fx.hi
+    if lo is None:
+        return df.withColumn(REL, F.lit(None).cast("long"))
+    df = df.withColumn(SEG, _segments(spec, fx))
+    # D below every candidate never releases one; +inf releases all: clamp to the max
+    data = df.where(F.col(d) >= F.lit(lo)).select(
+        SEG, F.least(F.col(d), F.lit(hi)).alias("_v"), F.col(SEQ).alias("_a")
+    )
+    queries = df.where(CAND).select(SEG, F.col(SEQ).alias("_q"), F.col(EVT).alias("_v"))
+    found = first_above(queries, data, [SEG], "_f", strict=False)
+    # inside the row's own segment D is monotone: a hit before the row means the row itself
+    rel = found.select("_q", F.when(F.col("_f").isNotNull(), F.greatest("_q", "_f")).alias("_rel"))
+    if spec.join_leave:
+        # each search plans its inputs several times: materialise between them (flat plans)
+        rel = rel.localCheckpoint()
+        left = rel.where(F.col("_rel").isNull()).join(queries, "_q").select(SEG, "_q", "_v")
+        if not left.isEmpty():
+            # not in its own segment: the first later segment whose top passes it, then there
+            tops = data.groupBy(SEG).agg(F.max("_v").alias("_top"))
+            later_tops = tops.select(F.col(SEG).alias("_a"), F.col("_top").alias("_v"))
+            pairs = (
+                left.select(SEG)
+                .distinct()
+                .crossJoin(later_tops)
+                .where(F.col("_a") > F.col(SEG))
+                .select(SEG, "_v", "_a")
+            )
+            later = first_above(left, pairs, [SEG], "_k", strict=False).localCheckpoint()
+            q2 = later.where(F.col("_k").isNotNull()).join(left.drop(SEG), "_q")
+            q2 = q2.select(F.col("_k").alias(SEG), "_q", "_v")
+            there = first_above(q2, data, [SEG], "_f2", strict=False)
+            rel = rel.join(there, "_q", "left").select(
+                "_q", F.coalesce("_rel", "_f2").alias("_rel")
+            )
+    rel = rel.select(F.col("_q").alias(SEQ), F.col("_rel").alias(REL)).localCheckpoint()
+    return df.drop(SEG).join(rel, SEQ, "left")
+
+
+def stream_bound(df: DataFrame) -> DataFrame:
+    """Add ``BB``: max evtime of the candidates released before each arrival (a prefix max
+    over release events placed just after their releasing arrival)."""
+    events = df.where(F.col(CAND) & F.col(REL).isNotNull()).select(
+        (F.col(REL) * 2 + 1).alias(SEQ),
+        F.shiftright(F.col(REL), CHUNK_SHIFT).alias(CHUNK),
+        F.col(EVT).alias("_relev"),
+        F.lit(1).alias("_kind"),
+    )
+    rows = df.withColumns({"_oseq": F.col(SEQ), SEQ: F.col(SEQ) * 2, "_kind": F.lit(0)})
+    both = prefix_max(rows.unionByName(events, allowMissingColumns=True), {BB: "_relev"})
+    return (
+        both.where(F.col("_kind") == 0)
+        .withColumn(SEQ, F.col("_oseq"))
+        .drop("_oseq", "_kind", "_relev")
+    )
+
+
+# ---------------------------------------------------------------------------- classify
+
+
+def classify(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """Add ``KEEP`` (released, not discarded; false for bound rows), and what it took:
+    ``OWNP``; in the general case also ``DEF`` (D'), ``REL`` and ``BB``."""
+    if spec.simple:
+        df = prefix_max(df, {OWNP: CON}, by=[SRC], inclusive=False)
+    else:
+        fx = facts(df, spec)
+        # cut the lineage: the searches below run over these rows several times
+        df = definitive(df, spec, CON, DEF, DEF_ARG, OWNP, fx).localCheckpoint()
+    cand = (
+        ~F.col(BND)
+        & (F.col(OWNP).isNull() | (F.col(EVT) >= F.col(OWNP)))
+        & (F.col(LAG).isNull() | (F.col(EVT) >= F.col(LAG)))
+    )
+    df = df.withColumn(CAND, cand)
+    if spec.simple:
+        return df.withColumn(KEEP, F.col(CAND))
+    df = stream_bound(release_points(df, spec, DEF, fx))
+    keep = F.col(CAND) & (F.col(BB).isNull() | (F.col(EVT) >= F.col(BB)))
+    return df.withColumn(KEEP, keep).localCheckpoint()
+
+
+def _simple_definitive(df: DataFrame, spec: MergeSpec, fx: Facts) -> DataFrame:
+    """D and its argmin source after each arrival when sources come one after the other."""
+    last = spec.n - 1
+    empty = next((s for s in range(spec.n) if fx.top[s] is None), spec.n)
+    others = [(NEG if fx.top[s] is None else fx.top[s], s) for s in range(last)]
+    c, c_src = min(others) if others else (POS, -1)
+    own_after = F.greatest(F.col(OWNP), F.col(CON))
+    if c == NEG:
+        d, arg = F.lit(NEG), F.lit(empty)
+    else:
+        d = F.when(F.col(SRC) == last, F.least(F.lit(c), own_after)).otherwise(F.lit(NEG))
+        arg = F.when(F.col(SRC) == last, F.when(own_after < F.lit(c), last).otherwise(c_src))
+        arg = arg.otherwise(F.when(F.lit(empty) < F.col(SRC), empty).otherwise(F.col(SRC) + 1))
+    return df.withColumns({DEF: d.cast("long"), DEF_ARG: arg.cast("int")})
+
+
+# ---------------------------------------------------------------------------- words
+
+
+def _source_name(spec: MergeSpec, col: str = SRC) -> Column:
+    return F.element_at(F.array(*[F.lit(s) for s in spec.names]), F.col(col) + 1)
+
+
+def _duration(col: Column) -> Column:
+    """ns (>= 0) -> '90s', '0.5s', '1.000000001s'."""
+    secs = F.floor(col / F.lit(1_000_000_000)).cast("long")
+    frac = F.lpad(F.pmod(col, F.lit(1_000_000_000)).cast("string"), 9, "0")
+    frac = F.regexp_replace(frac, "0+$", "")
+    dot = F.when(frac != "", F.concat(F.lit("."), frac)).otherwise(F.lit(""))
+    return F.concat(secs.cast("string"), dot, F.lit("s"))
+
+
+def _reason(spec: MergeSpec) -> Column:
+    """Which promises a discarded row broke (all that apply)."""
+    ev = F.col(EVT)
+    parts = [
+        F.when(
+            F.col(OWN).isNotNull() & (ev < F.col(OWN)),
+            F.concat(F.lit("its source's own bound "), present.iso(OWN)),
+        )
+    ]
+    if spec.wait is not None:
+        parts.append(
+            F.when(
+                ev < F.col(LAG),
+                F.concat(
+                    F.lit("the wait: now "),
+                    present.iso(NOW),
+                    F.lit(f" - wait {spec.wait_text or spec.wait} = "),
+                    present.iso(LAG),
+                ),
+            )
+        )
+    parts.append(
+        F.when(
+            F.col(BB).isNotNull() & (ev < F.col(BB)),
+            F.concat(
+                F.lit("the stream bound "), present.iso(BB), F.lit(" (largest time released)")
+            ),
+        )
+    )
+    return F.concat(
+        F.lit("evtime "), present.iso(EVT), F.lit(" is below "), F.concat_ws("; and below ", *parts)
+    )
+
+
+def missed_bound() -> Column:
+    """The highest bound a discarded row fell below."""
+    return F.greatest(*[F.col(c) for c in (OWN, LAG, BB)])
+
+
+def _own_moved(df: DataFrame, spec: MergeSpec) -> bool:
+    """Did a discarded row move its source's bound in ``OWNP`` (so own bounds and D shown
+    must be recomputed without it)?  Never without a clock or an arrival order."""
+    if spec.simple:  # only own-bound discards: they never move the bound
+        return False
+    moved = ~F.col(BND) & ~F.col(KEEP) & (F.col(OWNP).isNull() | (F.col(CON) > F.col(OWNP)))
+    return not df.where(moved).isEmpty()
+
+
+def true_own(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """Add ``OWN``: the own bound before each arrival, discarded rows left out."""
+    if not _own_moved(df, spec):
+        return df.withColumn(OWN, F.col(OWNP))
+    counted = F.when(F.col(BND) | F.col(KEEP), F.col(CON))
+    return prefix_max(
+        df.withColumn("_evt_tc", counted), {OWN: "_evt_tc"}, by=[SRC], inclusive=False
+    )
+
+
+def _simple_releases(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """Sources one after the other: D (closed form), release points and the stream bound
+    before each arrival (only explain and the discards' reasons need them)."""
+    fx = facts(df, spec)
+    df = _simple_definitive(df.withColumn(OWN, F.col(OWNP)), spec, fx).localCheckpoint()
+    return stream_bound(release_points(df, spec, DEF, fx))
+
+
+def with_discard_columns(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """``arrival``, ``reason`` and ``bound`` (the bound missed) for the discards sink."""
+    if spec.simple:  # a row behind its own bound may be behind the stream bound too
+        df = _simple_releases(df, spec)
+    df = arrival_numbers(true_own(df, spec), "arrival")
+    discarded = ~F.col(BND) & ~F.col(KEEP)
+    return df.withColumns(
+        {
+            "reason": F.when(discarded, _reason(spec)),
+            "bound": F.when(discarded, missed_bound()),
+        }
+    )
+
+
+# ---------------------------------------------------------------------------- emitted bounds
+
+
+def emitted_bounds(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """Arrivals after which the merged stream's definitive time passes every earlier one:
+    ``(SEQ, EVT = bound to write)``.  Needs :func:`classify`."""
+    if spec.simple:
+        df = _simple_definitive(df, spec, facts(df, spec))
+    finite = F.when((F.col(DEF) != F.lit(NEG)) & (F.col(DEF) != F.lit(POS)), F.col(DEF))
+    df = prefix_max(df.withColumn("_evt_df", finite), {"_evt_dmax": "_evt_df"}, inclusive=False)
+    new = F.col("_evt_df").isNotNull() & (
+        F.col("_evt_dmax").isNull() | (F.col("_evt_df") > F.col("_evt_dmax"))
+    )
+    shown = F.col("_evt_df") - F.lit(spec.tick) if spec.strict else F.col("_evt_df")
+    return df.where(new).select(SEQ, CHUNK, shown.alias(EVT))
+
+
+def bound_time_value(lay: Layout, fmt: str | None, tz: str | None) -> Column:
+    """The time column's value for an emitted bound at ``EVT``, in the column's own
+    representation (floored to its precision, which keeps the promise true)."""
+    t = lay.schema.field(lay.time_col).type
+    v = F.col(EVT)
+
+    def floor_div(k: int) -> Column:
+        return ((v - F.pmod(v, F.lit(k))) / F.lit(k)).cast("long")
+
+    if pa.types.is_timestamp(t):
+        return floor_div({"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}[t.unit])
+    from evtime.io.timeparse import EPOCH_FORMATS
+
+    if pa.types.is_integer(t) or pa.types.is_floating(t):
+        k = EPOCH_FORMATS.get(fmt or "", 1)
+        return floor_div(k) if pa.types.is_integer(t) else v / F.lit(k)
+    if fmt in EPOCH_FORMATS:
+        return floor_div(EPOCH_FORMATS[fmt]).cast("string")
+    if fmt in (None, "iso"):
+        return present.iso(EVT)
+    micros = F.timestamp_micros(floor_div(1000))
+    if tz:
+        micros = F.from_utc_timestamp(micros, tz)
+    return F.date_format(micros, fmt)
+
+
+# ---------------------------------------------------------------------------- explain
+
+
+def _offsets(df: DataFrame) -> DataFrame:
+    """Arrivals before each chunk (a small table: one row per chunk)."""
+    counts = df.groupBy(CHUNK).agg(F.count(F.lit(1)).alias("_n"))
+    before = Window.partitionBy(F.lit(0)).orderBy(CHUNK).rowsBetween(UNBOUNDED, -1)
+    return counts.select(
+        F.col(CHUNK).alias("_ac"), F.coalesce(F.sum("_n").over(before), F.lit(0)).alias("_aoff")
+    )
+
+
+def _arrival_of(df: DataFrame, offsets: DataFrame, seq_col: str, out: str) -> DataFrame:
+    """``out`` = the 1-based arrival number of the arrival whose _evt_seq is in ``seq_col``."""
+    df = df.withColumn("_ac", F.shiftright(F.col(seq_col), CHUNK_SHIFT))
+    df = df.join(offsets, "_ac", "left")
+    value = F.col("_aoff") + F.col(seq_col).bitwiseAND(F.lit(_MASK)) + 1
+    return df.withColumn(out, F.when(F.col(seq_col).isNotNull(), value)).drop("_ac", "_aoff")
+
+
+def _blame(spec: MergeSpec) -> Column:
+    """Why a released row was held: the state of the definitive time at its arrival."""
+    rel = F.col("_x_released_by")
+    held = F.when(rel == "end", F.lit("held to the end of input")).otherwise(
+        F.concat(
+            F.lit("held "),
+            (rel.cast("long") - F.col(ARRIVAL)).cast("string"),
+            F.lit(" arrivals"),
+        )
+    )
+    who = _source_name(spec, DEF_ARG)
+    d = F.col(DEF)
+    by_wait = F.col(LAG).isNotNull() & (d == F.col(LAG))
+    why = (
+        F.when(F.col(DEF_ARG) < 0, F.lit("no source attached"))
+        .when(d == F.lit(NEG), F.concat(F.lit("source "), who, F.lit(" had no bound yet")))
+        .when(
+            by_wait,
+            F.concat(
+                F.lit("the definitive time was now - wait = "),
+                present.iso(DEF),
+                F.lit(", "),
+                _duration(F.col(EVT) - d),
+                F.lit(" behind"),
+            ),
+        )
+        .otherwise(
+            F.concat(
+                F.lit("source "),
+                who,
+                F.lit(" held the definitive time at "),
+                present.iso(DEF),
+                F.lit(", "),
+                _duration(F.col(EVT) - d),
+                F.lit(" behind"),
+            )
+        )
+    )
+    return F.concat(held, F.lit(": at its arrival "), why)
+
+
+def explain(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """Every arrival with its decision (SPEC §5), ``_x_<col>`` columns; needs
+    :func:`classify`.  ``bound`` is D after the arrival, discarded rows left out."""
+    if spec.simple:
+        df = _simple_releases(df, spec)
+    elif _own_moved(df, spec):
+        # D and own bounds as shown: recomputed with the discarded rows left out
+        counted = F.when(F.col(BND) | F.col(KEEP), F.col(CON))
+        df = df.withColumn("_evt_tc", counted)
+        df = definitive(df, spec, "_evt_tc", DEF, DEF_ARG, OWN, facts(df, spec))
+    else:
+        df = df.withColumn(OWN, F.col(OWNP))
+    offsets = _offsets(df)
+    df = _arrival_of(df, offsets, SEQ, ARRIVAL)
+    df = _arrival_of(df, offsets, REL, "_evt_rel_arrival").localCheckpoint()
+    df = positions(df, EVT, "output_pos", F.col(KEEP))
+    d = F.col(DEF)
+    decision = (
+        F.when(F.col(BND), present.BOUND)
+        .when(F.col(KEEP), present.RELEASED)
+        .otherwise(present.DISCARDED)
+    )
+    df = df.withColumns(
+        {
+            "_x_arrival": F.col(ARRIVAL),
+            "_x_source": _source_name(spec),
+            "_x_time": F.col(T),
+            "_x_evtime": F.col(EVT),
+            "_x_decision": decision,
+            "_x_bound": F.when((d != F.lit(NEG)) & (d != F.lit(POS)), d),
+            "_x_released_by": F.when(
+                F.col(KEEP), F.coalesce(F.col("_evt_rel_arrival").cast("string"), F.lit("end"))
+            ),
+            "_x_output_pos": F.col("output_pos"),
+            "_x_windows": F.lit(None).cast("string"),
+        }
+    )
+    held = F.col(KEEP) & (
+        (F.col("_x_released_by") == "end") | (F.col("_evt_rel_arrival") > F.col(ARRIVAL))
+    )
+    reason = (
+        F.when(F.col(BND), F.lit(None)).when(~F.col(KEEP), _reason(spec)).when(held, _blame(spec))
+    )
+    return df.withColumn("_x_reason", reason)

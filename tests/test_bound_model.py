@@ -1,0 +1,171 @@
+"""`evtime bound` engine against the plain-Python reference model (tests/model/bound.py):
+hypothesis draws streams (keys, marker rows, late rows) and settings (tumbling / hopping /
+gapped, inclusive / exclusive, rows / markers / cti, strict, tick, late drop / adjust,
+unit+range); windows, aggregates, closing arrivals, release order and every row's
+explanation must agree.
+
+Engine-level (one prepared pipeline feeds both the windows and the explanation), so each
+example costs one set of Spark jobs."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+try:
+    from tests.model.adjust import iso
+    from tests.model.bound import Event, bound
+except ImportError:  # pragma: no cover
+    from model.adjust import iso
+    from model.bound import Event, bound
+
+VALUES = "array_join(transform(sort_array(collect_list(v)), x -> cast(x as string)), ' ')"
+
+
+@st.composite
+def scenarios(draw):
+    keyed = draw(st.booleans())
+    keys = ["a", "b", "c"] if keyed else [None]
+    mode = draw(st.sampled_from(["rows", "markers", "cti"]))
+    n = draw(st.integers(1, 18))
+    events = []
+    for _ in range(n):
+        key = draw(st.sampled_from(keys))
+        t = draw(st.integers(-20, 80))
+        marker = mode == "markers" and draw(st.integers(0, 3)) == 0
+        events.append((key, t, marker))
+    size = draw(st.integers(1, 12))
+    slide = draw(st.one_of(st.none(), st.integers(1, 14)))
+    cfg = dict(
+        size=size,
+        slide=slide,
+        offset=draw(st.integers(-6, 6)),
+        inclusive_end=draw(st.booleans()),
+        bounds=mode,
+        late=draw(st.sampled_from(["drop", "adjust"])),
+        tick=draw(st.integers(1, 3)),
+    )
+    if mode == "markers":
+        cfg["strict_bounds"] = draw(st.booleans())
+    if mode == "cti":
+        cfg["cti_every"] = draw(st.integers(1, 3))
+        cfg["cti_delay"] = draw(st.integers(-3, 6))
+    if mode == "rows" and draw(st.booleans()):
+        cfg["unit_ns"], cfg["range_n"] = 1, draw(st.integers(0, 5))
+    return keyed, events, cfg, draw(st.booleans())
+
+
+def _spec(keyed, cfg):
+    from evtime.engine.bound import BoundSpec
+
+    return BoundSpec(
+        size=cfg["size"],
+        slide=cfg["slide"],
+        offset=cfg["offset"],
+        inclusive=cfg["inclusive_end"],
+        bounds=cfg["bounds"],
+        marker=("kind", "bound") if cfg["bounds"] == "markers" else None,
+        strict=cfg.get("strict_bounds", False),
+        tick=cfg["tick"],
+        cti_every=cfg.get("cti_every"),
+        cti_delay=cfg.get("cti_delay", 0),
+        late=cfg["late"],
+        unit="nsec" if "unit_ns" in cfg else None,
+        range=cfg.get("range_n"),
+        keys=("k",) if keyed else (),
+    )
+
+
+def _engine(spark, keyed, events, cfg, explain=True):
+    from evtime.engine import bound as engine
+    from evtime.io import reader
+    from evtime.io.sources import expand_inputs
+
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "in.csv"
+        lines = ["t,k,kind,v"]
+        for i, (key, t, marker) in enumerate(events, start=1):
+            lines.append(f"{t},{key or ''},{'bound' if marker else 'data'},{'' if marker else i}")
+        path.write_text("\n".join(lines) + "\n")
+        files = expand_inputs([str(path)], None)
+        df, _ = reader.read(spark, files, reader.ReadOptions(time="t", time_format="epoch_ns"))
+        spec = _spec(keyed, cfg)
+        spec.check()
+        cl = engine.prepare(df, spec)
+        w, names = engine.windows(cl, spec, [VALUES + " AS vs", "count(v) AS n"])
+        w = w.localCheckpoint()  # shared by the output and the explanation
+        out = [r.asDict() for r in engine.output(w, spec, names).collect()]
+        if not explain:
+            return out, None
+        ex = engine.explain(cl, w, spec, ["in.csv"]).select(
+            "_x_arrival",
+            "_x_evtime",
+            "_x_decision",
+            "_x_bound",
+            "_x_released_by",
+            "_x_output_pos",
+            "_x_windows",
+            "_x_reason",
+        )
+        return out, sorted((r.asDict() for r in ex.collect()), key=lambda e: e["_x_arrival"])
+
+
+def _model(keyed, events, cfg):
+    evs = [
+        Event((key,) if keyed else (), t, marker, None if marker else i)
+        for i, (key, t, marker) in enumerate(events, start=1)
+    ]
+    return bound(evs, **cfg)
+
+
+@settings(
+    max_examples=10,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    database=None,
+)
+@given(scenarios())
+def test_engine_matches_model(spark, case):
+    keyed, events, cfg, explain = case  # (explain on about half the examples: time)
+    out, ex = _engine(spark, keyed, events, cfg, explain)
+    wins, rows = _model(keyed, events, cfg)
+    closing = "]" if cfg["inclusive_end"] else ")"
+
+    want = [
+        (
+            w.key[0] if keyed else None,
+            w.start,
+            w.end,
+            " ".join(str(v) for v in sorted(w.values)),
+            w.rows,
+            str(w.closed_by),
+        )
+        for w in wins
+    ]
+    got = [
+        (o.get("k"), o["window_start"], o["window_end"], o["vs"], o["rows"], o["closed_by"])
+        for o in out
+    ]
+    assert got == want
+    assert [o["n"] for o in out] == [w.rows for w in wins]
+
+    if ex is None:
+        return
+    place = {(w.key, w.start): (str(w.closed_by), i) for i, w in enumerate(wins, start=1)}
+    assert len(ex) == len(rows)
+    for e, r in zip(ex, rows, strict=True):
+        assert e["_x_arrival"] == r.arrival
+        assert e["_x_decision"] == r.decision
+        assert e["_x_bound"] == r.bound
+        if r.decision in ("released", "adjusted"):
+            assert e["_x_evtime"] == r.evtime
+            text = " ".join(f"[{iso(s)},{iso(t)}{closing}" for s, t in r.windows)
+            assert (e["_x_windows"] or "") == text
+            by, pos = place[(r.key, r.windows[-1][0])] if r.windows else (None, None)
+            assert e["_x_released_by"] == by and e["_x_output_pos"] == pos
+        else:
+            assert e["_x_windows"] is None and e["_x_released_by"] is None
+        assert (e["_x_reason"] is None) == (r.reason is None)

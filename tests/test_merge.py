@@ -1,0 +1,252 @@
+"""`evtime merge` / `evtime explain merge` against the reference model (tests/model/merge.py)
+on random sources, and the merge command's own promises: the result does not depend on how
+a source is split into files, sources with different columns are united by name, discards
+and the per-source summary, emitted bounds, clear errors."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import SAMPLES
+
+try:
+    from tests.model.adjust import iso
+    from tests.model.merge import Arrival, merge, merge_output
+except ImportError:  # tests/ is not a package: pytest puts tests/ itself on sys.path
+    from model.adjust import iso
+    from model.merge import Arrival, merge, merge_output
+
+BASE = 10**12  # ns; times are small offsets from here
+UNIT_NS = {"nsec": 1, "usec": 1_000}
+
+
+def write_source(path: Path, rows: list[tuple[str, int, bool, int]], extra: str = "") -> None:
+    """rows: (id, time ns, is bound, arrival ns)."""
+    with open(path, "w") as f:
+        f.write("id,time,recv,kind" + (",qty" if extra else "") + "\n")
+        for i, t, b, a in rows:
+            f.write(
+                f"{i},{t},{a},{'bound' if b else 'row'}" + (f",{extra}" if extra else "") + "\n"
+            )
+
+
+@st.composite
+def cases(draw):
+    # a third of the cases without a clock or join/leave (sources one after the other)
+    mode = draw(st.sampled_from(["plain", "timed", "join"]))
+    timed = mode == "timed" or (mode == "join" and draw(st.booleans()))
+    options = {
+        "timed": timed,
+        "wait": draw(st.one_of(st.none(), st.integers(0, 4000))) if timed else None,
+        "join_leave": mode == "join",
+        "strict": draw(st.booleans()),
+        "tick": draw(st.sampled_from([1, 500])),
+        "adjust": draw(
+            st.one_of(st.none(), st.tuples(st.sampled_from(["usec"]), st.integers(0, 2)))
+        ),
+    }
+    sources = []
+    for s in range(draw(st.integers(1, 4))):
+        t, rows = BASE + draw(st.integers(0, 3000)), []
+        for j in range(draw(st.integers(1, 7))):
+            t += draw(st.integers(-2500, 3000))
+            bound = draw(st.integers(0, 4)) == 0
+            rows.append((f"s{s}r{j}", t, bound, t + draw(st.integers(0, 5000))))
+        sources.append(rows)
+    return sources, options
+
+
+def engine_frame(spark, sources, o: dict):
+    """What the reader and the CLI hand the engine: one file per source (``_evt_file`` =
+    source), arrival order in ``_evt_seq``; ``--arrival`` orders by the wall clock."""
+    from evtime.engine import merge as engine
+    from evtime.engine.scan import order_arrivals
+
+    rows = [
+        (i, "bound" if b else "row", t, a, s, j, (s << 40) | j, ((s << 40) | j) >> 20)
+        for s, src in enumerate(sources)
+        for j, (i, t, b, a) in enumerate(src)
+    ]
+    cols = "id string, kind string, _evt_t long, _evt_now long, _evt_file int, _evt_row long"
+    df = spark.createDataFrame(rows, cols + ", _evt_seq long, _evt_chunk long").localCheckpoint()
+    spec = engine.MergeSpec(
+        names=tuple(f"S{s}" for s in range(len(sources))),
+        marker=("kind", "bound"),
+        strict=o["strict"],
+        tick=o["tick"],
+        ordered=o["timed"],
+        arrival=o["timed"],
+        wait=o["wait"],
+        join_leave=o["join_leave"],
+        unit=o["adjust"][0] if o["adjust"] else None,
+        range=o["adjust"][1] if o["adjust"] else 0,
+    )
+    if o["timed"]:
+        df = order_arrivals(df, engine.NOW)
+    return engine.prepare(df, spec, list(range(len(sources)))), spec
+
+
+def model_options(o: dict) -> dict:
+    out = {"strict_bounds": o["strict"], "tick": o["tick"], "join_leave": o["join_leave"]}
+    if o["wait"] is not None:
+        out["wait"] = o["wait"]
+    if o["adjust"]:
+        out["unit_ns"], out["range_n"] = UNIT_NS[o["adjust"][0]], o["adjust"][1]
+    return out
+
+
+def reasons(text: str | None) -> set[str]:
+    return {w for w in ("own bound", "stream bound", "wait") if w in (text or "")}
+
+
+@settings(max_examples=10, deadline=None)
+@given(cases())
+def test_engine_is_the_model(spark, case):
+    """The engine (classify + explain, as `explain merge` runs them) row by row against the
+    reference model on random sources: bound rows, arrival clock, wait, join/leave,
+    strict bounds, adjusted sources."""
+    from evtime.engine import merge as engine
+
+    sources, o = case
+    arrivals = [
+        [Arrival(s, t, b, a if o["timed"] else None) for _, t, b, a in rows]
+        for s, rows in enumerate(sources)
+    ]
+    model = merge(arrivals, **model_options(o))
+    df, spec = engine_frame(spark, sources, o)
+    x = engine.explain(engine.classify(df, spec), spec)
+    shown = [f"_x_{c}" for c in ("arrival", "source", "evtime", "decision", "bound")]
+    got = x.select("id", *shown, "_x_released_by", "_x_output_pos", "_x_reason").collect()
+    got.sort(key=lambda r: r["_x_arrival"])
+    order = sorted(
+        ((a if o["timed"] else 0, s, j), rows[j][0])
+        for s, rows in enumerate(sources)
+        for j, (_, _, _, a) in enumerate(rows)
+    )
+    assert [r["id"] for r in got] == [i for _, i in order]
+    for r, m in zip(got, model, strict=True):
+        want = (m.arrival, f"S{m.source}", m.evtime, m.decision, m.bound)
+        assert tuple(r[c] for c in shown) == want, (r, m, o)
+        rel = None if m.released_by is None else str(m.released_by)
+        assert (r["_x_released_by"], r["_x_output_pos"]) == (rel, m.output_pos), (r, m, o)
+        if m.decision == "discarded":
+            assert reasons(r["_x_reason"]) == reasons(m.reason), (r, m.reason)
+
+
+# ---------------------------------------------------------------- merge without a clock
+
+A = [  # (id, t, is bound, arrival): ascending with a late row, a bound, a row behind it
+    ("a0", BASE + 100, False, 0),
+    ("a1", BASE + 300, False, 0),
+    ("a2", BASE + 200, False, 0),  # behind its own bound 300: discarded
+    ("a3", BASE + 500, True, 0),  # bound 500
+    ("a4", BASE + 450, False, 0),  # behind the bound: discarded
+    ("a5", BASE + 500, False, 0),
+    ("a6", BASE + 900, False, 0),
+]
+B = [("b0", BASE + 50, False, 0), ("b1", BASE + 500, False, 0), ("b2", BASE + 400, False, 0)]
+
+
+def test_merge_does_not_depend_on_file_split_and_unites_columns(run_cli, workdir):
+    write_source(workdir / "a.csv", A)
+    (workdir / "parts").mkdir()
+    write_source(workdir / "parts" / "a-1.csv", A[:3])
+    write_source(workdir / "parts" / "a-2.csv", A[3:])
+    write_source(workdir / "b.csv", B, extra="7")  # B has one more column
+    common = ["merge", "--time-format", "epoch_ns", "--bound-marker", "kind=bound"]
+    whole = run_cli(*common, "A=a.csv", "B=b.csv", "--discards", "late.csv")
+    split = run_cli(*common, "A=parts/a-*.csv", "B=b.csv")
+    assert whole.exit_code == 0, whole.stderr
+    assert split.exit_code == 0, split.stderr
+    assert whole.stdout == split.stdout
+    rows = whole.csv()
+    arrivals = [
+        [Arrival(0, t, b) for _, t, b, _ in A],
+        [Arrival(1, t, b) for _, t, b, _ in B],
+    ]
+    expected = [(A, B)[s][j][0] for s, j, _ in merge_output(arrivals)]
+    assert [r["id"] for r in rows] == expected == ["b0", "a0", "a1", "a5", "b1", "a6"]
+    assert list(rows[0]) == ["id", "time", "recv", "kind", "qty", "source", "evtime"]
+    assert {r["source"]: r["qty"] for r in rows} == {"A": "", "B": "7"}
+    assert rows[0]["evtime"] == iso(BASE + 50)
+    assert rows[0]["time"] == str(BASE + 50)  # the time column as it was written
+    assert "read 10, released 6, discarded 3, bound rows 1; A: read 7, released 4, " in (
+        whole.stderr
+    )
+    assert "B: read 3, released 2, discarded 1 (" in whole.stderr
+    with open(workdir / "late.csv") as f:
+        late = list(csv.DictReader(f))
+    late.sort(key=lambda r: int(r["arrival"]))  # the discards come in time order
+    assert [(r["id"], r["source"], r["arrival"]) for r in late] == [
+        ("a2", "A", "3"),
+        ("a4", "A", "5"),
+        ("b2", "B", "10"),
+    ]
+    assert "own bound" in late[0]["reason"] and late[0]["bound"] == iso(BASE + 300)
+    assert late[1]["bound"] == iso(BASE + 500)
+
+
+def test_merge_with_join_leave_discards_and_emitted_bounds(run_cli, workdir):
+    """The producers example through `evtime merge`: output with the stream's bounds
+    (every later row is at or after a bound row), discards, per-source summary."""
+    m = SAMPLES / "merge"
+    r = run_cli(
+        "merge",
+        "--order-by",
+        "seq",
+        "--bound-marker",
+        "kind=bound",
+        "--join-leave",
+        "--emit-bounds",
+        "--discards",
+        "late.jsonl",
+        f"P1={m / 'p1.csv'}",
+        f"P2={m / 'p2.csv'}",
+        f"P3={m / 'p3.csv'}",
+    )
+    assert r.exit_code == 0, r.stderr
+    rows = r.csv()
+    assert [(x["kind"], x["source"], x["rowtime"]) for x in rows] == [
+        ("bound", "", "2006-10-10T10:00:00.000000000Z"),  # P1 asserts 10:00 (arrival 1)
+        ("row", "P1", "2006-10-10T10:00:00Z"),
+        ("row", "P2", "2006-10-10T10:05:00Z"),
+        ("bound", "", "2006-10-10T10:05:00.000000000Z"),  # P1 leaves (arrival 6)
+        ("row", "P3", "2006-10-10T10:07:00Z"),
+    ]
+    for i, x in enumerate(rows):
+        if x["kind"] == "bound":
+            assert x["evtime"] == x["rowtime"] and x["seq"] == x["note"] == ""
+            assert all(y["evtime"] >= x["evtime"] for y in rows[i:])
+    late = (workdir / "late.jsonl").read_text().splitlines()
+    assert [json.loads(x)["note"] for x in late] == [
+        "late: rejected",
+        "P3 after all left: below the remembered stream bound",
+    ]
+    assert '"bound": "2006-10-10T10:05:00.000000000Z"' in late[0]  # P2's own bound
+    assert "P2: read 4, released 1, discarded 1, bound rows 2" in r.stderr
+    assert "bounds emitted 2" in r.stderr
+
+
+def test_merge_errors_name_the_problem(run_cli, workdir):
+    (workdir / "a.csv").write_text("time,x\n2020-01-01T00:00:00Z,1\n")
+    (workdir / "b.csv").write_text("time,x\n2020-01-01T00:00:00Z,abc\n")
+    r = run_cli("merge", "a.csv", "b.csv")
+    assert r.exit_code == 1
+    assert "'x'" in r.stderr and "a.csv" in r.stderr and "b.csv" in r.stderr
+    r = run_cli("merge", "--wait", "1h", "a.csv")
+    assert r.exit_code == 2 and "--wait needs --arrival" in r.stderr
+    r = run_cli("merge", "--emit-bounds", "a.csv")
+    assert r.exit_code == 2 and "--bound-marker" in r.stderr
+    r = run_cli("merge", "--unit", "sec", "a.csv")
+    assert r.exit_code == 2 and "--range" in r.stderr
+    r = run_cli("merge", "x=a.csv", "x=b.csv")
+    assert r.exit_code == 2 and "two sources are named 'x'" in r.stderr
+    r = run_cli("explain", "merge", "--bound-marker", "kind=bound", "a.csv")
+    assert r.exit_code == 2 and "no column 'kind'" in r.stderr
+    assert io.StringIO(r.stdout).read() == ""
