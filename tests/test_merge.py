@@ -8,9 +8,10 @@ from __future__ import annotations
 import csv
 import io
 import json
+import tempfile
 from pathlib import Path
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import SAMPLES
@@ -62,34 +63,19 @@ def cases(draw):
     return sources, options
 
 
-def engine_frame(spark, sources, o: dict):
-    """What the reader and the CLI hand the engine: one file per source (``_evt_file`` =
-    source), arrival order in ``_evt_seq``; ``--arrival`` orders by the wall clock."""
-    from evtime.engine import merge as engine
-    from evtime.engine.scan import order_arrivals
-
-    rows = [
-        (i, "bound" if b else "row", t, a, s, j, (s << 40) | j, ((s << 40) | j) >> 20)
-        for s, src in enumerate(sources)
-        for j, (i, t, b, a) in enumerate(src)
-    ]
-    cols = "id string, kind string, _evt_t long, _evt_now long, _evt_file int, _evt_row long"
-    df = spark.createDataFrame(rows, cols + ", _evt_seq long, _evt_chunk long").localCheckpoint()
-    spec = engine.MergeSpec(
-        names=tuple(f"S{s}" for s in range(len(sources))),
-        marker=("kind", "bound"),
-        strict=o["strict"],
-        tick=o["tick"],
-        ordered=o["timed"],
-        arrival=o["timed"],
-        wait=o["wait"],
-        join_leave=o["join_leave"],
-        unit=o["adjust"][0] if o["adjust"] else None,
-        range=o["adjust"][1] if o["adjust"] else 0,
-    )
+def cli_args(o: dict) -> list[str]:
+    args = ["--time-format", "epoch_ns", "--bound-marker", "kind=bound"]
     if o["timed"]:
-        df = order_arrivals(df, engine.NOW)
-    return engine.prepare(df, spec, list(range(len(sources)))), spec
+        args += ["--arrival", "recv"]
+    if o["wait"] is not None:
+        args += ["--wait", f"{o['wait']}ns"]
+    if o["join_leave"]:
+        args.append("--join-leave")
+    if o["strict"]:
+        args += ["--strict-bounds", "--tick", f"{o['tick']}ns"]
+    if o["adjust"]:
+        args += ["--unit", o["adjust"][0], "--range", str(o["adjust"][1])]
+    return args
 
 
 def model_options(o: dict) -> dict:
@@ -105,38 +91,58 @@ def reasons(text: str | None) -> set[str]:
     return {w for w in ("own bound", "stream bound", "wait") if w in (text or "")}
 
 
-@settings(max_examples=10, deadline=None)
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(cases())
-def test_engine_is_the_model(spark, case):
-    """The engine (classify + explain, as `explain merge` runs them) row by row against the
-    reference model on random sources: bound rows, arrival clock, wait, join/leave,
-    strict bounds, adjusted sources."""
-    from evtime.engine import merge as engine
-
+@example(  # sources one after the other with join/leave: one chunk per file, carried vector
+    (
+        [
+            [("s0r0", BASE + 10, False, 0), ("s0r1", BASE + 30, True, 0)],
+            [("s1r0", BASE + 20, False, 0), ("s1r1", BASE + 5, False, 0)],
+            [("s2r0", BASE + 40, True, 0), ("s2r1", BASE + 25, False, 0)],
+        ],
+        {"timed": False, "wait": None, "join_leave": True, "strict": False, "tick": 1}
+        | {"adjust": None},
+    )
+)
+def test_explain_merge_is_the_model(run_cli, case):
+    """`explain merge` row by row against the reference model on random sources: bound
+    rows, arrival clock, wait, join/leave, strict bounds, adjusted sources."""
     sources, o = case
     arrivals = [
         [Arrival(s, t, b, a if o["timed"] else None) for _, t, b, a in rows]
         for s, rows in enumerate(sources)
     ]
     model = merge(arrivals, **model_options(o))
-    df, spec = engine_frame(spark, sources, o)
-    x = engine.explain(engine.classify(df, spec), spec)
-    shown = [f"_x_{c}" for c in ("arrival", "source", "evtime", "decision", "bound")]
-    got = x.select("id", *shown, "_x_released_by", "_x_output_pos", "_x_reason").collect()
-    got.sort(key=lambda r: r["_x_arrival"])
     order = sorted(
         ((a if o["timed"] else 0, s, j), rows[j][0])
         for s, rows in enumerate(sources)
         for j, (_, _, _, a) in enumerate(rows)
     )
-    assert [r["id"] for r in got] == [i for _, i in order]
-    for r, m in zip(got, model, strict=True):
-        want = (m.arrival, f"S{m.source}", m.evtime, m.decision, m.bound)
-        assert tuple(r[c] for c in shown) == want, (r, m, o)
-        rel = None if m.released_by is None else str(m.released_by)
-        assert (r["_x_released_by"], r["_x_output_pos"]) == (rel, m.output_pos), (r, m, o)
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for s, rows in enumerate(sources):
+            write_source(Path(tmp) / f"s{s}.csv", rows)
+            paths.append(f"S{s}={tmp}/s{s}.csv")
+        r = run_cli("explain", "merge", "--format", "csv", *cli_args(o), *paths)
+    assert r.exit_code == 0, r.stderr
+    rows = r.csv()
+    assert [row["id"] for row in rows] == [i for _, i in order]
+    shown = ("arrival", "source", "evtime", "decision", "bound", "released_by", "output_pos")
+    for row, m in zip(rows, model, strict=True):
+        want = (
+            str(m.arrival),
+            f"S{m.source}",
+            iso(m.evtime),
+            m.decision,
+            iso(m.bound),
+            "" if m.released_by is None else str(m.released_by),
+            "" if m.output_pos is None else str(m.output_pos),
+        )
+        assert tuple(row[c] for c in shown) == want, (row, m, o)
         if m.decision == "discarded":
-            assert reasons(r["_x_reason"]) == reasons(m.reason), (r, m.reason)
+            assert reasons(row["reason"]) == reasons(m.reason), (row, m.reason)
 
 
 # ---------------------------------------------------------------- merge without a clock

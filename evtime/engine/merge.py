@@ -169,6 +169,7 @@ class Facts:
     top: tuple[int | None, ...]
     lo: int | None
     hi: int | None
+    chunks: int = 2  # 1: every arrival in one chunk (nothing to carry between chunks)
 
 
 def facts(df: DataFrame, spec: MergeSpec) -> Facts:
@@ -181,16 +182,24 @@ def facts(df: DataFrame, spec: MergeSpec) -> Facts:
             F.min(data).alias("lo"),
             F.max(data).alias("hi"),
             F.max(CON).alias("top"),
+            F.min(CHUNK).alias("c0"),
+            F.max(CHUNK).alias("c1"),
         )
         .collect()
     )
+    one_chunk = len({r["c0"] for r in rows} | {r["c1"] for r in rows}) == 1
     first, last, top = [POS] * spec.n, [NEG] * spec.n, [None] * spec.n
     for r in rows:
         first[r[SRC]], last[r[SRC]], top[r[SRC]] = r["f"], r["l"], r["top"]
     los = [r["lo"] for r in rows if r["lo"] is not None]
     his = [r["hi"] for r in rows if r["hi"] is not None]
     return Facts(
-        tuple(first), tuple(last), tuple(top), min(los, default=None), max(his, default=None)
+        tuple(first),
+        tuple(last),
+        tuple(top),
+        min(los, default=None),
+        max(his, default=None),
+        1 if one_chunk else 2,
     )
 
 
@@ -211,33 +220,16 @@ def definitive(
     """
     n, join_leave = spec.n, spec.join_leave
     first, last = fx.first, fx.last
-    per = df.groupBy(CHUNK, SRC).agg(F.max(contrib).alias("_m"))
-    grid = (
-        df.select(F.col(CHUNK).alias("_gc"))
-        .distinct()
-        .crossJoin(per.select(F.col(SRC).alias("_gs")).distinct())
-        .join(
-            per.select(F.col(CHUNK).alias("_gc"), F.col(SRC).alias("_gs"), "_m"),
-            ["_gc", "_gs"],
-            "left",
-        )
-    )
-    earlier = Window.partitionBy("_gs").orderBy("_gc").rowsBetween(UNBOUNDED, -1)
-    carry = grid.select(
-        F.col("_gc").alias(CHUNK),
-        F.col("_gs").alias(SRC),
-        F.max("_m").over(earlier).alias("_carry"),
-    ).where(F.col("_carry").isNotNull())
     added = [(out, LongType()), (out_arg, IntegerType()), (out_own, LongType())]
     keep = [f for f in df.schema.fields if f.name not in dict(added)]
     schema = StructType([*keep, *[StructField(c, t) for c, t in added]])
 
-    def run(left: pa.Table, right: pa.Table) -> pa.Table:
+    def run(left: pa.Table, right: pa.Table | None = None) -> pa.Table:
         import numpy as np
 
         left = left.select([f.name for f in keep]).sort_by(SEQ)
         cur = np.full(n, NEG, np.int64)
-        if right.num_rows:
+        if right is not None and right.num_rows:
             cur[right.column(SRC).to_numpy()] = right.column("_carry").to_numpy()
         seq = left.column(SEQ).to_numpy()
         src = left.column(SRC).to_numpy()
@@ -275,6 +267,25 @@ def definitive(
             .append_column(out_own, pa.array(own, pa.int64(), mask=own == NEG))
         )
 
+    if fx.chunks == 1:  # nothing to carry: one grouped pass
+        return df.groupBy(CHUNK).applyInArrow(lambda table: run(table), schema)
+    per = df.groupBy(CHUNK, SRC).agg(F.max(contrib).alias("_m"))
+    grid = (
+        df.select(F.col(CHUNK).alias("_gc"))
+        .distinct()
+        .crossJoin(per.select(F.col(SRC).alias("_gs")).distinct())
+        .join(
+            per.select(F.col(CHUNK).alias("_gc"), F.col(SRC).alias("_gs"), "_m"),
+            ["_gc", "_gs"],
+            "left",
+        )
+    )
+    earlier = Window.partitionBy("_gs").orderBy("_gc").rowsBetween(UNBOUNDED, -1)
+    carry = grid.select(
+        F.col("_gc").alias(CHUNK),
+        F.col("_gs").alias(SRC),
+        F.max("_m").over(earlier).alias("_carry"),
+    ).where(F.col("_carry").isNotNull())
     return df.groupBy(CHUNK).cogroup(carry.groupBy(CHUNK)).applyInArrow(run, schema)
 
 
@@ -468,7 +479,10 @@ def _simple_releases(df: DataFrame, spec: MergeSpec) -> DataFrame:
     before each arrival (only explain and the discards' reasons need them)."""
     fx = facts(df, spec)
     df = _simple_definitive(df.withColumn(OWN, F.col(OWNP)), spec, fx).localCheckpoint()
-    return stream_bound(release_points(df, spec, DEF, fx))
+    df = release_points(df, spec, DEF, fx)
+    if df.where(~F.col(BND) & ~F.col(KEEP)).isEmpty():  # no discards: no words needed
+        return df.withColumn(BB, F.lit(None).cast("long"))
+    return stream_bound(df)
 
 
 def with_discard_columns(df: DataFrame, spec: MergeSpec) -> DataFrame:
