@@ -78,20 +78,7 @@ def adjust(**kw) -> None:
     df = df.withColumn(kw["as_"], F.col(engine.EVT))
     if kw["discards"]:
         df = engine.with_discard_columns(df, spec)
-        extra = [c for c in ("arrival", "reason", "bound") if c in own]
-        if extra:
-            raise UsageError(f"--discards adds columns {', '.join(extra)} that the input has")
-        sinks.append(
-            Sink(
-                "discards",
-                ("discard",),
-                kw["discards"],
-                output_format(kw["discards"], None),
-                [*own, "arrival", "reason", "bound"],
-                ["bound"],
-                kw["overwrite"],
-            )
-        )
+        sinks.append(run.discards_sink(kw["discards"], kw["overwrite"], own))
     df = df.withColumn(ROUTE, F.when(F.col(engine.KEEP), "out").otherwise("discard"))
     if kw["emit_bounds"]:
         df, out.columns = _with_bounds(df, spec, lay, kw, inp, out.columns)

@@ -251,7 +251,6 @@ def bound(**kw) -> None:
 
     from evtime.engine import bound as engine
     from evtime.engine import present
-    from evtime.errors import UsageError
     from evtime.io.reader import Layout
     from evtime.io.writer import ROUTE, Sink, check_sink, output_format
 
@@ -262,20 +261,7 @@ def bound(**kw) -> None:
     out = Sink("output", ("out",), kw["output"], out_fmt, [], ns, kw["overwrite"])
     sinks = [out]
     if kw["discards"]:
-        extra = [c for c in ("arrival", "reason", "bound") if c in lay.schema.names]
-        if extra:
-            raise UsageError(f"--discards adds columns {', '.join(extra)} that the input has")
-        sinks.append(
-            Sink(
-                "discards",
-                ("discard",),
-                kw["discards"],
-                output_format(kw["discards"], None),
-                [*lay.schema.names, "arrival", "reason", "bound"],
-                ["bound"],
-                kw["overwrite"],
-            )
-        )
+        sinks.append(run.discards_sink(kw["discards"], kw["overwrite"], lay.schema.names))
     for s in sinks:
         check_sink(s)
     cl = engine.prepare(df, spec)

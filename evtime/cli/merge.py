@@ -299,16 +299,9 @@ def merge(**kw) -> None:
     ]
     if discards:
         df = engine.with_discard_columns(df, spec)
+        discard_routes = tuple(r for r in routes if r.startswith("discard:"))
         sinks.append(
-            Sink(
-                "discards",
-                tuple(r for r in routes if r.startswith("discard:")),
-                discards,
-                output_format(discards, None),
-                [*own, source_as, as_, "arrival", "reason", "bound"],
-                [as_, "bound"],
-                overwrite,
-            )
+            run.discards_sink(discards, overwrite, own, (source_as, as_), (as_,), discard_routes)
         )
     rows = df.withColumns(
         {

@@ -91,6 +91,33 @@ def start(inp: Inputs, ses: Session):
     return spark, df, lay, files
 
 
+def discards_sink(
+    path: str,
+    overwrite: bool,
+    own: list[str],
+    extra: tuple[str, ...] = (),
+    ns: tuple[str, ...] = (),
+    routes: tuple[str, ...] = ("discard",),
+):
+    """The ``--discards`` sink: the row's own columns (plus ``extra``), then its arrival
+    number, the reason and the bound it missed."""
+    from evtime.io.writer import Sink, output_format
+
+    added = ("arrival", "reason", "bound")
+    clash = [c for c in added if c in own]
+    if clash:
+        raise UsageError(f"--discards adds columns {', '.join(clash)} that the input has")
+    return Sink(
+        "discards",
+        routes,
+        path,
+        output_format(path, None),
+        [*own, *extra, *added],
+        [*ns, "bound"],
+        overwrite,
+    )
+
+
 def write_and_publish(df, sinks, lay) -> dict[str, int]:
     from evtime.io import writer
 
