@@ -83,7 +83,7 @@ def start(inp: Inputs, ses: Session):
         else ""
     )
     _progress = maybe_start(spark, label, ses.quiet, bool(ses.remote or ses.reuse_server))
-    df, lay = reader.read(spark, files, opts)
+    df, lay = reader.read(spark, files, opts, lay)
     if inp.order_by:
         from evtime.engine.scan import order_arrivals
 

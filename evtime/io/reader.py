@@ -241,9 +241,12 @@ def spark_schema(lay: Layout):  # -> pyspark StructType
         raise InputError(f"a column has a type evtime cannot carry through Spark: {err}") from None
 
 
-def read(spark, files: list[InputFile], opts: ReadOptions):  # -> (DataFrame, Layout)
-    """The rows of ``files`` as a DataFrame with arrival and ns-time columns (lazy)."""
-    lay = layout(files, opts)
+def read(
+    spark, files: list[InputFile], opts: ReadOptions, lay: Layout | None = None
+):  # -> (DataFrame, Layout)
+    """The rows of ``files`` as a DataFrame with arrival and ns-time columns; ``lay`` is the
+    :func:`layout` when the caller already has it."""
+    lay = lay or layout(files, opts)
     parts = chunks(files)
     schema = spark_schema(lay)
 
