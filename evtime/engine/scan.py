@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ
+from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ
 
 UNBOUNDED = Window.unboundedPreceding
 BUCKET_BITS = 10  # up to 1024 value buckets for searches and output positions
@@ -176,6 +176,22 @@ def positions(df: DataFrame, time: str, out: str, keep: Column) -> DataFrame:
         ),
     )
     return join_small(df, ranked, [SEQ])
+
+
+def sort_in_parts(df: DataFrame, lead: str, *then: Column | str) -> DataFrame:
+    """Rows in the order ``(lead, *then)`` as numbered parts, without a global sort.
+
+    A global sort samples its input first: one more pass over the whole plan that leads to
+    it (the scans and windows of the operator).  Here the order is cut by value instead:
+    ``PART`` = a monotone bucket of ``lead`` (int64), from its min and max (one small
+    aggregate), rows are shuffled by ``PART`` and sorted inside each partition by
+    ``(PART, lead, *then)``.  The writer writes one file per ``PART`` and concatenates them
+    in ``PART`` order.  Skew: equal-width buckets; a value far away from the rest (a
+    marker in the far future) puts most rows in one part - correct, less parallel.  A null
+    ``lead`` goes to part 0 and sorts first, as in a sort.
+    """
+    df = df.withColumn(PART, F.coalesce(_bucket(df, lead), F.lit(0)))  # nulls sort first
+    return df.repartition(PART).sortWithinPartitions(PART, lead, *then)
 
 
 def order_arrivals(df: DataFrame, col: str) -> DataFrame:
