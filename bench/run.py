@@ -55,9 +55,9 @@ class Job:
     status: str = ""  # "" while fine, else "not available" / "failed ..."
 
 
-def jobs_for(rows: int, data: Path, out: Path) -> list[Job]:
+def jobs_for(rows: int, data: Path, out: Path, n_sources: int = 3) -> list[Job]:
     src = str(data / f"events-{rows}.parquet")
-    sources = [str(p) for p in generate.output_paths(data, rows, 3)]
+    sources = [str(p) for p in generate.output_paths(data, rows, n_sources)]
     evtime = shutil.which("evtime") or sys.exit("run.py: no `evtime` on PATH (pip install -e .)")
     py = sys.executable
     o = {
@@ -283,6 +283,9 @@ def main(argv: list[str] | None = None) -> None:
         metavar="K=V",
         help="more Spark settings for every Spark job (repeatable)",
     )
+    ap.add_argument(
+        "--merge-sources", type=int, default=3, help="sources for the merge job (default 3)"
+    )
     ap.add_argument("--data", type=Path, default=BENCH / "data")
     ap.add_argument("--note", default="", help="a label for RESULTS.md, e.g. 'smoke run'")
     ap.add_argument("--no-record", action="store_true", help="do not append to RESULTS.md")
@@ -296,9 +299,9 @@ def main(argv: list[str] | None = None) -> None:
     if not (args.data / f"events-{args.rows}.parquet").exists():
         generate.generate(args.rows, args.data)
     if "merge" in names and not all(
-        p.exists() for p in generate.output_paths(args.data, args.rows, 3)
+        p.exists() for p in generate.output_paths(args.data, args.rows, args.merge_sources)
     ):
-        generate.generate(args.rows, args.data, sources=3)
+        generate.generate(args.rows, args.data, sources=args.merge_sources)
 
     conf = [
         *args.conf,
@@ -306,7 +309,7 @@ def main(argv: list[str] | None = None) -> None:
     ]
     env = dict(os.environ)
     env["EVTIME_CONF"] = ",".join(c for c in [env.get("EVTIME_CONF", ""), *conf] if c)
-    jobs = [j for j in jobs_for(args.rows, args.data, out) if j.name in names]
+    jobs = [j for j in jobs_for(args.rows, args.data, out, args.merge_sources) if j.name in names]
     for j in jobs:
         if j.probe and subprocess.run(j.probe, env=env, capture_output=True).returncode != 0:
             j.status = "not available"

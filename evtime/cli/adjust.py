@@ -96,6 +96,7 @@ def _with_bounds(df, spec, lay, kw, inp, columns):
 
     from evtime.engine import adjust as engine
     from evtime.engine.merge import bound_time_value
+    from evtime.engine.scan import sort_in_parts
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE
 
@@ -117,4 +118,4 @@ def _with_bounds(df, spec, lay, kw, inp, columns):
         F.lit(1).alias("_evt_kind"),
     )
     rows = df.withColumn("_evt_kind", F.lit(0)).unionByName(bounds, allowMissingColumns=True)
-    return rows.sort(engine.EVT, SEQ, "_evt_kind"), columns
+    return sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind"), columns

@@ -311,7 +311,7 @@ def explain_bound(**kw) -> None:
 
     from evtime.engine import bound as engine
     from evtime.engine import present
-    from evtime.io.reader import SEQ
+    from evtime.engine.scan import sort_in_parts
     from evtime.io.writer import ROUTE, Sink
 
     fmt = explain_format(kw["fmt"], kw["output"])
@@ -321,7 +321,7 @@ def explain_bound(**kw) -> None:
     w, _ = engine.windows(cl, spec, [])
     df = engine.explain(cl, w, spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col)
-    frame = present.explain_frame(df.sort(SEQ), (), own)
+    frame = present.explain_frame(df, (), own)
     cols = frame.columns
     frame = frame.withColumn(
         ROUTE,
@@ -329,6 +329,7 @@ def explain_bound(**kw) -> None:
         .when(F.col("decision") == present.BOUND, "bound")
         .otherwise("out"),
     )
+    frame = sort_in_parts(frame, "arrival")
     sink = Sink(
         "explain",
         ("out", "discard", "bound"),

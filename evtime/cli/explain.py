@@ -85,7 +85,7 @@ def explain_adjust(**kw) -> None:
 
     from evtime.engine import adjust as engine
     from evtime.engine import present
-    from evtime.io.reader import SEQ
+    from evtime.engine.scan import sort_in_parts
     from evtime.io.writer import ROUTE, Sink
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
@@ -93,12 +93,13 @@ def explain_adjust(**kw) -> None:
     read = run.count_read(df)  # on the checkpointed input, before any operator
     df = engine.explain(engine.classify(df, spec), spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
-    frame = present.explain_frame(df.sort(SEQ), ("ref",), own)
+    frame = present.explain_frame(df, ("ref",), own)
     fmt = explain_format(kw["fmt"], kw["output"])
     cols = frame.columns
     frame = frame.withColumn(
         ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")
     )
+    frame = sort_in_parts(frame, "arrival")
     sink = Sink(
         "explain",
         ("out", "discard"),

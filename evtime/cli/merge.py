@@ -281,6 +281,7 @@ def merge(**kw) -> None:
     from pyspark.sql import functions as F
 
     from evtime.engine import merge as engine
+    from evtime.engine.scan import sort_in_parts
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink, output_format
 
@@ -327,7 +328,8 @@ def merge(**kw) -> None:
             F.lit(1).alias("_evt_kind"),
         )
         rows = rows.unionByName(bounds, allowMissingColumns=True)
-    counts = run.write_and_publish(rows.sort(engine.EVT, SEQ, "_evt_kind"), sinks, lay)
+    rows = sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind")
+    counts = run.write_and_publish(rows, sinks, lay)
     _summary("merge", ses, spec, counts, started)
 
 
@@ -357,6 +359,7 @@ def explain_merge(**kw) -> None:
     ses, inp, spec, df, lay = _setup(kw, "explain merge")
     from evtime.engine import merge as engine
     from evtime.engine import present
+    from evtime.engine.scan import sort_in_parts
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink
 
@@ -368,7 +371,7 @@ def explain_merge(**kw) -> None:
     sink = Sink(
         "explain", tuple(_routes(spec)), output, fmt, cols, list(present.NS_COLUMNS), overwrite
     )
-    frame = frame.sort(SEQ)
+    frame = sort_in_parts(frame, "arrival", SEQ)
     counts = run.write_and_publish(frame, [sink], lay)
     _summary("explain merge", ses, spec, counts, started)
 

@@ -15,7 +15,14 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from evtime.engine import present
-from evtime.engine.scan import arrival_numbers, first_above, join_small, positions, prefix_max
+from evtime.engine.scan import (
+    arrival_numbers,
+    first_above,
+    join_small,
+    positions,
+    prefix_max,
+    sort_in_parts,
+)
 from evtime.io.reader import SEQ, T
 from evtime.units import unit_ns
 
@@ -63,7 +70,7 @@ def with_discard_columns(df: DataFrame, spec: AdjustSpec) -> DataFrame:
 
 def order(df: DataFrame) -> DataFrame:
     """Output order: (evtime, arrival)."""
-    return df.sort(EVT, SEQ)
+    return sort_in_parts(df, EVT, SEQ)
 
 
 def explain(df: DataFrame, spec: AdjustSpec, sources: list[str]) -> DataFrame:

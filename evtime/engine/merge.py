@@ -53,7 +53,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from evtime.engine import present
-from evtime.engine.scan import UNBOUNDED, arrival_numbers, first_above, positions, prefix_max
+from evtime.engine.scan import (
+    UNBOUNDED,
+    arrival_numbers,
+    chunk_offsets,
+    first_above,
+    positions,
+    prefix_max,
+)
 from evtime.errors import InputError, in_task
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ, Layout, T
 from evtime.units import unit_ns
@@ -547,11 +554,7 @@ def bound_time_value(lay: Layout, fmt: str | None, tz: str | None) -> Column:
 
 def _offsets(df: DataFrame) -> DataFrame:
     """Arrivals before each chunk (a small table: one row per chunk)."""
-    counts = df.groupBy(CHUNK).agg(F.count(F.lit(1)).alias("_n"))
-    before = Window.partitionBy(F.lit(0)).orderBy(CHUNK).rowsBetween(UNBOUNDED, -1)
-    return counts.select(
-        F.col(CHUNK).alias("_ac"), F.coalesce(F.sum("_n").over(before), F.lit(0)).alias("_aoff")
-    )
+    return chunk_offsets(df, "_aoff").withColumnRenamed(CHUNK, "_ac")
 
 
 def _arrival_of(df: DataFrame, offsets: DataFrame, seq_col: str, out: str) -> DataFrame:

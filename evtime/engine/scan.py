@@ -21,15 +21,47 @@ from collections.abc import Mapping, Sequence
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
-from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ
+from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ
 
 UNBOUNDED = Window.unboundedPreceding
 BUCKET_BITS = 10  # up to 1024 value buckets for searches and output positions
 
 
-def _small_by(by: Sequence[str]) -> list[Column]:
-    """Partitioning for windows over small per-chunk tables (a constant when no keys)."""
-    return [F.col(c) for c in by] or [F.lit(0)]
+def running(
+    small: DataFrame,
+    by: Sequence[str],
+    order: str,
+    aggs: Mapping[str, tuple[str, str]],
+    descending: bool = False,
+) -> DataFrame:
+    """Running aggregates over the rows *before* each row of a small table (one row per
+    (keys, order) value: per-chunk or per-bucket aggregates).  ``aggs`` maps an output name
+    to ``(function, column)``, e.g. ``{"_off": ("sum", "_n")}``; a row with nothing before
+    it gets null.  Returns ``(by..., order, outputs...)``.
+
+    With keys this is a window partitioned by the keys.  Without keys a window would need
+    every row in one partition (an exchange into a single partition); instead the small
+    table is joined with itself (broadcast, ``earlier.order < row.order``) and aggregated:
+    quadratic in the small table's rows (chunks of 2^20 arrivals, or <= 1024 buckets), so
+    cheap, and parallel.
+    """
+    if by:
+        o = F.col(order).desc() if descending else F.col(order)
+        w = Window.partitionBy(*by).orderBy(o).rowsBetween(UNBOUNDED, -1)
+        return small.select(
+            *by, order, *[getattr(F, fn)(c).over(w).alias(out) for out, (fn, c) in aggs.items()]
+        )
+    cols = sorted({c for _, c in aggs.values()})
+    other = F.broadcast(
+        small.select(F.col(order).alias("_ro"), *[F.col(c).alias(f"_rx_{c}") for c in cols])
+    )
+    before = F.col("_ro") > F.col(order) if descending else F.col("_ro") < F.col(order)
+    return (
+        small.select(order)
+        .join(other, before, "left")
+        .groupBy(order)
+        .agg(*[getattr(F, fn)(f"_rx_{c}").alias(out) for out, (fn, c) in aggs.items()])
+    )
 
 
 def join_small(df: DataFrame, small: DataFrame, on: Sequence[str]) -> DataFrame:
@@ -57,10 +89,7 @@ def prefix_max(
     per_chunk = df.groupBy(*by, CHUNK).agg(
         *[F.max(v).alias(f"_pm_{out}") for out, v in vals.items()]
     )
-    earlier = Window.partitionBy(*_small_by(by)).orderBy(CHUNK).rowsBetween(UNBOUNDED, -1)
-    carry = per_chunk.select(
-        *by, CHUNK, *[F.max(f"_pm_{out}").over(earlier).alias(f"_pc_{out}") for out in vals]
-    )
+    carry = running(per_chunk, by, CHUNK, {f"_pc_{o}": ("max", f"_pm_{o}") for o in vals})
     rows = (
         Window.partitionBy(*by, CHUNK).orderBy(SEQ).rowsBetween(UNBOUNDED, 0 if inclusive else -1)
     )
@@ -100,10 +129,7 @@ def first_above(
     )
     both = both.withColumn("_b", _bucket(both, "_v"))
     per_bucket = both.groupBy(*by, "_b").agg(F.min("_a").alias("_bm"))
-    higher = (
-        Window.partitionBy(*_small_by(by)).orderBy(F.col("_b").desc()).rowsBetween(UNBOUNDED, -1)
-    )
-    carry = per_bucket.select(*by, "_b", F.min("_bm").over(higher).alias("_bc"))
+    carry = running(per_bucket, by, "_b", {"_bc": ("min", "_bm")}, descending=True)
     inside = (
         Window.partitionBy(*by, "_b")
         .orderBy(F.col("_v").desc(), F.col("_k").desc())
@@ -114,11 +140,22 @@ def first_above(
     return found.select("_q", F.least("_bc", "_in").alias(out))
 
 
+def count_offsets(df: DataFrame, group: str, out: str) -> DataFrame:
+    """``(group, out)``: how many rows of ``df`` are in groups before each group."""
+    counts = df.groupBy(group).agg(F.count(F.lit(1)).alias("_n"))
+    return running(counts, (), group, {"_before": ("sum", "_n")}).select(
+        group, F.coalesce("_before", F.lit(0)).alias(out)
+    )
+
+
+def chunk_offsets(df: DataFrame, out: str) -> DataFrame:
+    """``(_evt_chunk, out)``: arrivals before each chunk (a small table)."""
+    return count_offsets(df, CHUNK, out)
+
+
 def arrival_numbers(df: DataFrame, out: str = "arrival") -> DataFrame:
     """1-based arrival numbers over the whole input (dense), from per-chunk counts."""
-    counts = df.groupBy(CHUNK).agg(F.count(F.lit(1)).alias("_n"))
-    before = Window.partitionBy(F.lit(0)).orderBy(CHUNK).rowsBetween(UNBOUNDED, -1)
-    offsets = counts.select(CHUNK, F.coalesce(F.sum("_n").over(before), F.lit(0)).alias("_off"))
+    offsets = chunk_offsets(df, "_off")
     mask = (1 << CHUNK_SHIFT) - 1
     return (
         join_small(df, offsets, [CHUNK])
@@ -131,9 +168,7 @@ def positions(df: DataFrame, time: str, out: str, keep: Column) -> DataFrame:
     """1-based positions in output order ``(time, arrival)`` of the rows where ``keep``."""
     kept = df.where(keep).select(time, SEQ)
     kept = kept.withColumn("_b", _bucket(kept, time))
-    counts = kept.groupBy("_b").agg(F.count(F.lit(1)).alias("_n"))
-    before = Window.partitionBy(F.lit(0)).orderBy("_b").rowsBetween(UNBOUNDED, -1)
-    offsets = counts.select("_b", F.coalesce(F.sum("_n").over(before), F.lit(0)).alias("_off"))
+    offsets = count_offsets(kept, "_b", "_off")
     ranked = join_small(kept, offsets, ["_b"]).select(
         SEQ,
         (F.col("_off") + F.row_number().over(Window.partitionBy("_b").orderBy(time, SEQ))).alias(
@@ -141,6 +176,22 @@ def positions(df: DataFrame, time: str, out: str, keep: Column) -> DataFrame:
         ),
     )
     return join_small(df, ranked, [SEQ])
+
+
+def sort_in_parts(df: DataFrame, lead: str, *then: Column | str) -> DataFrame:
+    """Rows in the order ``(lead, *then)`` as numbered parts, without a global sort.
+
+    A global sort samples its input first: one more pass over the whole plan that leads to
+    it (the scans and windows of the operator).  Here the order is cut by value instead:
+    ``PART`` = a monotone bucket of ``lead`` (int64), from its min and max (one small
+    aggregate), rows are shuffled by ``PART`` and sorted inside each partition by
+    ``(PART, lead, *then)``.  The writer writes one file per ``PART`` and concatenates them
+    in ``PART`` order.  Skew: equal-width buckets; a value far away from the rest (a
+    marker in the far future) puts most rows in one part - correct, less parallel.  A null
+    ``lead`` goes to part 0 and sorts first, as in a sort.
+    """
+    df = df.withColumn(PART, F.coalesce(_bucket(df, lead), F.lit(0)))  # nulls sort first
+    return df.repartition(PART).sortWithinPartitions(PART, lead, *then)
 
 
 def order_arrivals(df: DataFrame, col: str) -> DataFrame:
@@ -168,12 +219,14 @@ def prefix_count_max(
     per_chunk = df.groupBy(*by, CHUNK).agg(
         *[F.sum(c).alias(f"_pk{c}") for c in ones], *[F.max(c).alias(f"_pk{c}") for c in vals]
     )
-    earlier = Window.partitionBy(*_small_by(by)).orderBy(CHUNK).rowsBetween(UNBOUNDED, -1)
-    carry = per_chunk.select(
-        *by,
+    carry = running(
+        per_chunk,
+        by,
         CHUNK,
-        *[F.sum(f"_pk{c}").over(earlier).alias(f"_pc{c}") for c in ones],
-        *[F.max(f"_pk{c}").over(earlier).alias(f"_pc{c}") for c in vals],
+        {
+            **{f"_pc{c}": ("sum", f"_pk{c}") for c in ones},
+            **{f"_pc{c}": ("max", f"_pk{c}") for c in vals},
+        },
     )
     rows = Window.partitionBy(*by, CHUNK).orderBy(SEQ).rowsBetween(UNBOUNDED, 0)
     out_df = join_small(df, carry, [*by, CHUNK])
@@ -189,11 +242,7 @@ def positions_by(df: DataFrame, lead: str, order: Sequence[Column | str], out: s
     """1-based positions of all rows in the order ``(lead, *order)``; ``lead`` is an int64
     column (no nulls) that buckets the rows, ``order`` breaks ties inside a bucket."""
     df = df.withColumn("_pb_b", _bucket(df, lead))
-    counts = df.groupBy("_pb_b").agg(F.count(F.lit(1)).alias("_pb_n"))
-    before = Window.partitionBy(F.lit(0)).orderBy("_pb_b").rowsBetween(UNBOUNDED, -1)
-    offsets = counts.select(
-        "_pb_b", F.coalesce(F.sum("_pb_n").over(before), F.lit(0)).alias("_pb_off")
-    )
+    offsets = count_offsets(df, "_pb_b", "_pb_off")
     inside = Window.partitionBy("_pb_b").orderBy(lead, *order)
     return (
         join_small(df, offsets, ["_pb_b"])

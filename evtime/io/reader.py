@@ -30,6 +30,7 @@ from evtime.io.timeparse import format_ns, to_ns
 T, FILE, ROW, SEQ, CHUNK = "_evt_t", "_evt_file", "_evt_row", "_evt_seq", "_evt_chunk"
 SEQ_FILE_SHIFT = 40
 CHUNK_SHIFT = 20
+PART = "_evt_part"  # the output part of a row (engine.scan.sort_in_parts; the writer)
 TIME_NAMES = ("time", "timestamp", "ts", "rowtime", "event_time")
 
 

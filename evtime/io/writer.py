@@ -25,7 +25,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from evtime.errors import OutputError, PipeClosed, UsageError
-from evtime.io.reader import Layout
+from evtime.io.reader import PART, Layout
 from evtime.io.sources import format_of
 from evtime.io.timeparse import format_ns
 
@@ -135,22 +135,25 @@ def write(df, sinks: list[Sink], lay: Layout, staging: str) -> dict[str, int]:
 
         seen: dict[str, int] = {}
         writers: dict[str, _PartWriter] = {}
+        part = None  # the part being written (rows arrive sorted by part)
         try:
-            for b in batches:
-                if b.num_rows == 0:
-                    continue
-                pid = b.column("_evt_pid")[0].as_py()
-                route = b.column(ROUTE)
-                for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
-                    seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
-                for sink in sinks:
-                    sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
-                    if sel.num_rows == 0:
-                        continue
-                    if sink.name not in writers:
-                        path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
-                        writers[sink.name] = _PartWriter(path, sink)
-                    writers[sink.name].write(_prepare(sel, sink, lay))
+            for whole in batches:
+                for pid, b in _runs(whole):
+                    if pid != part:
+                        for w in writers.values():
+                            w.close()
+                        writers, part = {}, pid
+                    route = b.column(ROUTE)
+                    for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
+                        seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
+                    for sink in sinks:
+                        sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
+                        if sel.num_rows == 0:
+                            continue
+                        if sink.name not in writers:
+                            path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
+                            writers[sink.name] = _PartWriter(path, sink)
+                        writers[sink.name].write(_prepare(sel, sink, lay))
         finally:
             for w in writers.values():
                 w.close()
@@ -160,14 +163,32 @@ def write(df, sinks: list[Sink], lay: Layout, staging: str) -> dict[str, int]:
                 schema=pa.schema([("route", pa.string()), ("rows", pa.int64())]),
             )
 
+    if PART not in df.columns:  # no parts: the Spark partitions are in order
+        df = df.withColumn(PART, F.spark_partition_id().cast("long"))
     counts = (
-        df.withColumn("_evt_pid", F.spark_partition_id())
-        .mapInArrow(write_partition, "route string, rows long")
+        df.mapInArrow(write_partition, "route string, rows long")
         .groupBy("route")
         .agg(F.sum("rows").alias("rows"))
         .collect()
     )  # one row per route: a handful of numbers
     return {r["route"]: r["rows"] for r in counts}
+
+
+def _runs(batch: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """The batch cut into runs of equal ``PART`` (rows arrive sorted by it)."""
+    if batch.num_rows == 0:
+        return
+    import pyarrow.compute as pc
+
+    parts = batch.column(PART)
+    first, last = parts[0].as_py(), parts[-1].as_py()
+    if first == last:
+        yield first, batch
+        return
+    starts = [0, *(pc.indices_nonzero(pc.not_equal(parts[1:], parts[:-1])).to_pylist())]
+    starts = [starts[0], *(i + 1 for i in starts[1:]), batch.num_rows]
+    for lo, hi in zip(starts, starts[1:], strict=False):
+        yield parts[lo].as_py(), batch.slice(lo, hi - lo)
 
 
 def staging_dir() -> str:

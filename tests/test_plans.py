@@ -1,0 +1,197 @@
+"""Plan shape (issue 5): every DataFrame evtime materialises for adjust, merge, bound and
+explain (what the writer runs, and every intermediate localCheckpoint) has no exchange into
+a single partition, no window without a partitioning, no driver-side collect or limit, and
+broadcasts only aggregated (small) tables.
+
+The plans are captured while the real CLI runs, on inputs of several files (several
+arrival chunks and partitions), so Spark cannot elide the exchanges a bigger input needs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import DataFrame
+
+import evtime.io.writer as writer
+
+BASE = 1_700_000_000_000_000_000
+
+
+def _files(dirname, name, n_files, rows, seed):
+    """``n_files`` Parquet files of ``rows`` rows: ns times mostly ascending with jitter,
+    10 keys, a value, and a bound row every 50 rows."""
+    import random
+
+    rnd = random.Random(seed)
+    dirname.mkdir(exist_ok=True)
+    t = BASE
+    for f in range(n_files):
+        times, keys, values, kinds, recv = [], [], [], [], []
+        for i in range(rows):
+            t += rnd.randint(0, 2_000_000)
+            times.append(t - rnd.choice([0, 0, 0, 5_000_000, 900_000_000]))
+            keys.append(f"k{rnd.randint(0, 9)}")
+            values.append(float(i))
+            kinds.append("bound" if i % 50 == 49 else "row")
+            recv.append(t + 1_000_000)
+        table = pa.table(
+            {
+                "time": pa.array(times, pa.timestamp("ns")),
+                "key": keys,
+                "value": values,
+                "kind": kinds,
+                "recv": pa.array(recv, pa.timestamp("ns")),
+            }
+        )
+        pq.write_table(table, dirname / f"{name}-{f}.parquet")
+    return str(dirname / f"{name}-*.parquet")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("plans")
+    return {
+        "one": _files(d / "one", "ev", 4, 300, 1),
+        "s1": _files(d / "s1", "a", 2, 200, 2),
+        "s2": _files(d / "s2", "b", 2, 200, 3),
+        "s3": _files(d / "s3", "c", 2, 200, 4),
+    }
+
+
+def _plan(df: DataFrame) -> str:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        df.explain(mode="formatted")
+    return buf.getvalue()
+
+
+@pytest.fixture
+def plans(monkeypatch):
+    """Collects the physical plan of every DataFrame written or checkpointed."""
+    seen: list[str] = []
+    write, checkpoint = writer.write, DataFrame.localCheckpoint
+
+    def capture_write(df, *a, **kw):
+        seen.append(_plan(df))
+        return write(df, *a, **kw)
+
+    def capture_checkpoint(self, *a, **kw):
+        seen.append(_plan(self))
+        return checkpoint(self, *a, **kw)
+
+    monkeypatch.setattr(writer, "write", capture_write)
+    monkeypatch.setattr(DataFrame, "localCheckpoint", capture_checkpoint)
+    return seen
+
+
+def _tree(plan: str) -> list[tuple[int, str, int]]:
+    """(depth, node name, id) for the plan's outline (the part before the node details)."""
+    outline = plan.split("\n\n\n", 1)[0].splitlines()[1:]
+    nodes = []
+    for line in outline:
+        m = re.match(r"^(?P<pre>[ :+\-|]*)(?P<name>[A-Za-z][\w ]*?) \((?P<id>\d+)\)", line)
+        if m:
+            nodes.append((len(m.group("pre")), m.group("name"), int(m.group("id"))))
+    return nodes
+
+
+def _details(plan: str, node_id: int) -> str:
+    m = re.search(rf"^\({node_id}\) .*?(?=^\(\d+\) |\Z)", plan, re.S | re.M)
+    return m.group(0) if m else ""
+
+
+def check_plan(plan: str) -> list[str]:
+    """What is wrong with one physical plan (empty when its shape is right)."""
+    problems = []
+    nodes = _tree(plan)
+    assert nodes, plan
+    for i, (depth, name, node_id) in enumerate(nodes):
+        details = _details(plan, node_id)
+        if name == "Exchange" and "SinglePartition" in details:
+            problems.append(f"Exchange into a single partition ({node_id})")
+        if name in ("CollectLimit", "GlobalLimit", "TakeOrderedAndProject", "CollectTail"):
+            problems.append(f"{name} ({node_id})")
+        if name == "BroadcastExchange":
+            below = []
+            for d, n, _ in nodes[i + 1 :]:
+                if d <= depth:
+                    break
+                below.append(n)
+            if not any("Aggregate" in n for n in below):
+                problems.append(f"broadcast of a table that is not an aggregate ({node_id})")
+    return problems
+
+
+COMMANDS = {
+    "adjust": ["adjust", "--unit", "msec", "--range", "999", "{one}"],
+    "adjust-key": ["adjust", "--unit", "msec", "--range", "999", "--key", "key", "{one}"],
+    "explain-adjust": ["explain", "adjust", "--unit", "msec", "--range", "999", "{one}"],
+    "merge": ["merge", "--bound-marker", "kind=bound", "{s1}", "{s2}", "{s3}"],
+    "merge-wait": [
+        "merge",
+        "--arrival",
+        "recv",
+        "--wait",
+        "1s",
+        "--unit",
+        "msec",
+        "--range",
+        "5",
+        "{s1}",
+        "{s2}",
+    ],
+    "explain-merge": ["explain", "merge", "--bound-marker", "kind=bound", "{s1}", "{s2}", "{s3}"],
+    "bound": ["bound", "--window", "1s", "--agg", "count(*)", "--agg", "avg(value)", "{one}"],
+    "bound-key": [
+        "bound",
+        "--window",
+        "1s",
+        "--slide",
+        "500ms",
+        "--unit",
+        "msec",
+        "--range",
+        "999",
+        "--key",
+        "key",
+        "--agg",
+        "max(value)",
+        "{one}",
+    ],
+    "explain-bound": ["explain", "bound", "--window", "1s", "--agg", "count(*)", "{one}"],
+}
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_plans_have_no_single_partition_and_no_collect(name, inputs, plans, run_cli, tmp_path):
+    args = [a.format(**inputs) for a in COMMANDS[name]]
+    out = tmp_path / "out.csv" if name.startswith("explain") else tmp_path / "out.parquet"
+    fmt = ["--format", "csv"] if name.startswith("explain") else []
+    res = run_cli(*args, *fmt, "-o", out, "-q")
+    assert res.exit_code == 0, res.stderr
+    assert out.exists()
+    assert plans, "no plan was captured"
+    problems = {i: check_plan(p) for i, p in enumerate(plans)}
+    bad = {i: p for i, p in problems.items() if p}
+    assert not bad, "\n\n".join(f"{bad[i]}\n{plans[i]}" for i in bad)
+
+
+def test_the_plan_check_sees_a_single_partition_window(spark):
+    """The check itself: the naive running max (a window ordered over the whole input)
+    is caught, and so is a broadcast of row-level data."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, 1000, 1, 4)
+    naive = df.withColumn("m", F.max("id").over(Window.orderBy("id")))
+    assert any("single partition" in p for p in check_plan(_plan(naive)))
+    joined = df.join(F.broadcast(spark.range(0, 10)), "id")
+    assert any("broadcast" in p for p in check_plan(_plan(joined)))
+    fine = df.groupBy((F.col("id") % 3).alias("k")).count()
+    assert check_plan(_plan(fine)) == []
