@@ -43,8 +43,10 @@ Examples:
 @options.input_options
 @options.session_options
 def adjust(**kw) -> None:
-    """Truncate times to a unit, hold rows within a range behind the reference time,
-    discard older ones, and release them in time order."""
+    """Order rows by event time, holding late ones within a range.
+
+    Truncate times to a unit, hold rows up to a range behind the reference time (the latest
+    time seen), discard older ones, and release the rest in time order."""
     started = time.monotonic()
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     from evtime.engine import adjust as engine
