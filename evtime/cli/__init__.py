@@ -43,8 +43,9 @@ Examples:
 )
 @click.version_option(__version__, "--version", prog_name="evtime")
 def cli() -> None:
-    """Put event files into event-time order the way a stream processor would:
-    hold rows within a bound, drop what is too late, and say why for every row."""
+    """Put event files into event-time order the way a stream processor would.
+
+    Hold rows within a bound, drop what is too late, and say why for every row."""
 
 
 def _verbose(argv: list[str]) -> bool:

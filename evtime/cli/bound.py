@@ -168,16 +168,11 @@ def _items(kw: dict):
     return udaf.split_aggs(kw.pop("aggs"), udafs)
 
 
-def _check_columns(spec, lay) -> None:
-    from evtime.errors import UsageError
-    from evtime.io.reader import suggest
+def _check_columns(spec):
+    def check(lay) -> None:
+        run.column_check("--bound-marker", (spec.marker or (None,))[0], lay.schema.names)
 
-    if spec.marker and spec.marker[0] not in lay.schema.names:
-        names = lay.schema.names
-        raise UsageError(
-            f"--bound-marker: no column {spec.marker[0]!r}; columns: {', '.join(names)}"
-            f"{suggest(spec.marker[0], names)}"
-        )
+    return check
 
 
 def _write(jobs) -> dict[str, int]:
@@ -199,17 +194,29 @@ def _write(jobs) -> dict[str, int]:
     return counts
 
 
-def _windows(cl, spec, items):
+def _windows(cl, spec, items, columns: list[str]):
+    """The windows; an --agg that Spark cannot analyse is a usage error, and one naming a
+    column the input lacks lists the columns and a close match."""
+    import re
+
     from pyspark.errors import AnalysisException
 
     from evtime.engine import bound as engine
     from evtime.errors import UsageError
+    from evtime.io.reader import suggest
 
     try:
         return engine.windows(cl, spec, items)
     except AnalysisException as err:
         lines = str(err).strip().splitlines()
-        raise UsageError(f"--agg: {lines[0] if lines else err}") from None
+        first = lines[0] if lines else str(err)
+        missing = re.search(r"name `([^`]+)` cannot be resolved", first)
+        if missing:
+            col = missing.group(1)
+            raise UsageError(
+                f"--agg: no column {col!r}; columns: {', '.join(columns)}{suggest(col, columns)}"
+            ) from None
+        raise UsageError(f"--agg: {first}") from None
 
 
 @click.command("bound", cls=options.Command, epilog=EXAMPLES)
@@ -236,8 +243,7 @@ def bound(**kw) -> None:
     from evtime.io.writer import ROUTE, Sink, check_sink, output_format
 
     out_fmt = output_format(kw["output"], kw["output_format"])
-    spark, df, lay, files = run.start(inp, ses)
-    _check_columns(spec, lay)
+    spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
     ns = ["window_start", "window_end"]
     out = Sink("output", ("out",), kw["output"], out_fmt, [], ns, kw["overwrite"])
     sinks = [out]
@@ -246,7 +252,7 @@ def bound(**kw) -> None:
     for s in sinks:
         check_sink(s)
     cl = engine.prepare(df, spec)
-    w, names = _windows(cl, spec, items)
+    w, names = _windows(cl, spec, items, lay.schema.names)
     out.columns = [*spec.keys, "window_start", "window_end", *names, "rows", "closed_by"]
     # the windows carry only the key columns of the input (their types are restored)
     key_lay = Layout(pa.schema([lay.schema.field(k) for k in spec.keys]), lay.time_col)
@@ -305,8 +311,7 @@ def explain_bound(**kw) -> None:
     from evtime.io.writer import ROUTE, Sink
 
     fmt = explain_format(kw["fmt"], kw["output"])
-    spark, df, lay, files = run.start(inp, ses)
-    _check_columns(spec, lay)
+    spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
     cl = engine.prepare(df, spec)
     w, _ = engine.windows(cl, spec, [engine.opened()] if plot_path else [])
     if plot_path:

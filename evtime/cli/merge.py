@@ -95,7 +95,6 @@ def _setup(kw: dict, command: str, check=None):
     """Check options, read the sources (``check(layout)`` before any work on them), and
     classify every row."""
     from evtime.errors import UsageError
-    from evtime.io import reader
     from evtime.units import duration_ns
 
     ses, inp = run.session_of(kw), run.inputs_of(kw)
@@ -124,15 +123,14 @@ def _setup(kw: dict, command: str, check=None):
         unit=kw["unit"],
         range=kw["range_"] or 0,
     )
-    spark, df, lay, files = run.start(inp, ses)
-    if check:
-        check(lay)
-    cols = lay.schema.names
-    for opt, col in (("--bound-marker", (spec.marker or (None,))[0]), ("--arrival", kw["arrival"])):
-        if col is not None and col not in cols:
-            raise UsageError(
-                f"{opt}: no column {col!r}; columns: {', '.join(cols)}{reader.suggest(col, cols)}"
-            )
+
+    def checks(lay) -> None:
+        run.column_check("--bound-marker", (spec.marker or (None,))[0], lay.schema.names)
+        run.column_check("--arrival", kw["arrival"], lay.schema.names)
+        if check:
+            check(lay)
+
+    spark, df, lay, files = run.start(inp, ses, checks)
     if kw["arrival"]:
         from evtime.engine.scan import order_arrivals
 
