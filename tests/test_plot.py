@@ -137,7 +137,7 @@ def test_explain_bound_plot_draws_windows_and_their_closing_points(run_cli, work
 def test_explain_bound_plot_of_a_big_input_is_sampled_and_says_so(run_cli, workdir, monkeypatch):
     from evtime.io import plot
 
-    # "big" relative to the caps: 48 readings, at most 10 points and 3 windows drawn
+    # "big" relative to the caps: 48 readings for 10 points, 10 windows for 3
     monkeypatch.setattr(plot, "MAX_POINTS", 10)
     monkeypatch.setattr(plot, "MAX_WINDOWS", 3)
     r = run_cli(
@@ -156,7 +156,7 @@ def test_explain_bound_plot_of_a_big_input_is_sampled_and_says_so(run_cli, workd
     assert r.exit_code == 0, r.stderr
     svg = _svg(workdir / "big.svg")
     assert "sampled: 1 in 5 of 48 arrivals, and every discard" in svg
-    assert "1 in 3 of 10 windows" in svg  # 22:13 to 22:17 for each of two devices
+    assert "1 in 4 of 10 windows" in svg  # 22:13 to 22:17 for each of two devices
     assert "device=dev-a" in svg and "device=dev-b" in svg  # one bound line per key
 
 
