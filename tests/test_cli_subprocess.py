@@ -31,6 +31,9 @@ NO_SPARK = (
         (["adjust", "x.csv"], 2),
         (["adjust", "--unit", "msec", "--range", "-3", "x.csv"], 2),
         (["nosuch"], 2),
+        (["merge", "--help"], 0),
+        (["explain", "bound", "--help"], 0),
+        (["explain", "merge", "--plot", "x.gif", str(SAMPLES / "merge" / "orders.csv")], 2),
     ],
 )
 def test_help_version_and_usage_errors_do_not_start_spark(args, status):
@@ -128,3 +131,55 @@ def test_python_dash_m():
         [sys.executable, "-m", "evtime", "--version"], capture_output=True, text=True, timeout=60
     )
     assert p.returncode == 0 and p.stdout.startswith("evtime, version")
+
+
+@pytest.mark.parametrize(
+    "shell,marker",
+    [
+        ("bash", "_evtime_completion()"),
+        ("zsh", "#compdef evtime"),
+        ("fish", "function _evtime_completion"),
+    ],
+)
+def test_completion_scripts_are_produced_without_spark(shell, marker):
+    env = {**__import__("os").environ, "_EVTIME_COMPLETE": f"{shell}_source"}
+    p = subprocess.run(
+        [sys.executable, "-c", NO_SPARK], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert marker in p.stdout, p.stdout
+    assert "NO-PYSPARK 0" in p.stderr, p.stderr  # no pyspark imported, so no JVM
+
+
+def test_completing_options_and_choices_of_subcommands_starts_no_spark():
+    cases = {
+        "evtime merge --bound-m": "--bound-marker",
+        "evtime explain bound --window-end ": "inclusive",
+        "evtime explain merge --pl": "--plot",
+    }
+    for line, expected in cases.items():
+        words = len(line.split()) - (0 if line.endswith(" ") else 1)
+        env = {
+            **__import__("os").environ,
+            "_EVTIME_COMPLETE": "bash_complete",
+            "COMP_WORDS": line,
+            "COMP_CWORD": str(words),
+        }
+        p = subprocess.run(
+            [sys.executable, "-c", NO_SPARK], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert f"plain,{expected}" in p.stdout.splitlines(), (line, p.stdout)
+        assert "NO-PYSPARK 0" in p.stderr, p.stderr
+
+
+def test_python_dash_m_runs_the_same_cli():
+    p = subprocess.run(
+        [sys.executable, "-m", "evtime", "explain", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert p.returncode == 0 and "Usage: evtime explain" in p.stdout
+    bad = subprocess.run(
+        [sys.executable, "-m", "evtime", "adjust", "x.csv"], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "Missing option '--unit'" in bad.stderr

@@ -81,3 +81,28 @@ def test_readme_commands_are_what_ci_runs():
     assert "pip install . && evtime adjust --unit msec --range 999 samples/tuples.parquet" in readme
     assert "pip install '.[test]' && python -m pytest" in readme
     assert "pip install -q '.[test]' && python -m pytest" in ci
+
+
+def test_readme_pictures_exist_and_come_from_the_readme_commands():
+    import re
+    import xml.etree.ElementTree as ET
+
+    readme = (ROOT / "README.md").read_text()
+    pictures = re.findall(r"!\[[^\]]*\]\((docs/[^)]+)\)", readme)
+    assert len(pictures) >= 3
+    for pic in pictures:
+        svg = (ROOT / pic).read_text()
+        assert ET.fromstring(svg).tag.endswith("svg"), pic
+        # the README command that draws it: its title is that command, outputs left out
+        command = re.search(r"(evtime explain [^\n]*(?:\\\n[^\n]*)*--plot " + pic + ")", readme)
+        assert command, f"no README command writes {pic}"
+        words = command.group(1).replace("\\\n", " ").split()
+        title, skip = [], False
+        for w in words:
+            if skip:
+                skip = False
+            elif w in ("--plot", "-o", "--format"):
+                skip = True
+            else:
+                title.append(w.rsplit("/", 1)[-1] if "/" in w else w)
+        assert " ".join(title) in svg, (pic, " ".join(title))

@@ -22,13 +22,30 @@ COMMANDS = {
 }
 
 
+EXAMPLES = """
+\b
+Examples:
+  evtime adjust --unit msec --range 999 samples/tuples.parquet
+  evtime explain adjust --unit usec --range 999 samples/tuples.parquet --plot why.svg
+  evtime bound --window 1m --key device --agg 'avg(temp) AS mean' samples/bound/readings.csv
+
+\b
+'evtime COMMAND --help' and 'man evtime' tell more. Shell completion:
+  eval "$(_EVTIME_COMPLETE=bash_source evtime)"   (zsh_source, fish_source alike)
+"""
+
+
 @click.group(
-    cls=LazyGroup, commands=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]}
+    cls=LazyGroup,
+    commands=COMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    epilog=EXAMPLES,
 )
 @click.version_option(__version__, "--version", prog_name="evtime")
 def cli() -> None:
-    """Put event files into event-time order the way a stream processor would:
-    hold rows within a bound, drop what is too late, and say why for every row."""
+    """Put event files into event-time order the way a stream processor would.
+
+    Hold rows within a bound, drop what is too late, and say why for every row."""
 
 
 def _verbose(argv: list[str]) -> bool:

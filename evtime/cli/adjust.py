@@ -17,34 +17,39 @@ Examples:
 """
 
 
-@click.command(epilog=EXAMPLES)
+@click.command(cls=options.Command, epilog=EXAMPLES)
 @options.adjust_options
-@click.option(
-    "--as",
-    "as_",
-    default="evtime",
-    show_default=True,
-    metavar="NAME",
-    help="Name of the adjusted-time column added to every row.",
-)
-@click.option(
-    "--emit-bounds",
-    is_flag=True,
-    help="Needs --bound-marker. The output also carries a bound row (marker column set to "
-    "VALUE, time and adjusted time = ref - range*unit, key columns set) wherever a key's "
-    "reference time moves, for `evtime bound --bounds markers` downstream.",
-)
-@click.option(
-    "--bound-marker",
-    metavar="COL=VALUE",
-    help="How emitted bound rows are marked (COL is added when the input lacks it).",
+@options._stack(
+    click.option(
+        "--as",
+        "as_",
+        default="evtime",
+        show_default=True,
+        metavar="NAME",
+        help="Name of the adjusted-time column added to every row.",
+    ),
+    click.option(
+        "--emit-bounds",
+        is_flag=True,
+        help="Needs --bound-marker. The output also carries a bound row (marker column set to "
+        "VALUE, time and adjusted time = ref - range*unit, key columns set) wherever a key's "
+        "reference time moves, for `evtime bound --bounds markers` downstream.",
+    ),
+    click.option(
+        "--bound-marker",
+        metavar="COL=VALUE",
+        help="How emitted bound rows are marked (COL is added when the input lacks it).",
+    ),
+    section="Output",
 )
 @options.output_options
 @options.input_options
 @options.session_options
 def adjust(**kw) -> None:
-    """Truncate times to a unit, hold rows within a range behind the reference time,
-    discard older ones, and release them in time order."""
+    """Order rows by event time, holding late ones within a range.
+
+    Truncate times to a unit, hold rows up to a range behind the reference time (the latest
+    time seen), discard older ones, and release the rest in time order."""
     started = time.monotonic()
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     from evtime.engine import adjust as engine

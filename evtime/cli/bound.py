@@ -7,7 +7,7 @@ import time
 import click
 
 from evtime.cli import options, run
-from evtime.cli.explain import explain_format, explain_output
+from evtime.cli.explain import explain_format, explain_output, plot_option, plot_title
 from evtime.units import UNITS
 
 EXAMPLES = """
@@ -25,28 +25,16 @@ Examples:
 """
 
 
-def _duration(ctx, param, value):
-    if value is None:
-        return None
-    from evtime.errors import UsageError
-    from evtime.units import duration_ns
-
-    try:
-        return duration_ns(value)
-    except UsageError as err:
-        raise click.BadParameter(str(err)) from None
-
-
-def _marker(ctx, param, value):
-    if value is None:
-        return None
-    col, sep, val = value.partition("=")
-    if not sep or not col:
-        raise click.BadParameter(f"write it COL=VALUE, got {value!r}")
-    return (col, val)
+_duration = options.duration
 
 
 def bound_options(agg_required: bool):
+    return options._stack(
+        _window_options(agg_required), _bounds_from, options.marker_options, _bound_sources
+    )
+
+
+def _window_options(agg_required: bool):
     return options._stack(
         click.option(
             "--window",
@@ -94,67 +82,57 @@ def bound_options(agg_required: bool):
             help="A Python aggregate (class with add, optional remove, result) usable in "
             "--agg as NAME(expr); module may be a file.py (repeatable).",
         ),
-        click.option(
-            "--bounds",
-            type=click.Choice(["rows", "markers", "cti"]),
-            help="Where the bound comes from: every row's time (rows, the default), "
-            "--bound-marker rows (markers, the default with --bound-marker), or "
-            "generated CTIs (cti).",
-        ),
-        click.option(
-            "--bound-marker",
-            metavar="COL=VALUE",
-            callback=_marker,
-            help="Rows whose COL is VALUE are bounds (punctuation), not data.",
-        ),
-        click.option(
-            "--strict-bounds",
-            is_flag=True,
-            help="A marker at t means no later row at or before t (= non-strict t + tick).",
-        ),
-        click.option(
-            "--tick",
-            metavar="D",
-            default="1ns",
-            show_default=True,
-            callback=_duration,
-            help="Time resolution for strict bounds and inclusive ends (SQLstream 1ms).",
-        ),
-        click.option(
-            "--cti-every",
-            type=click.IntRange(min=1),
-            metavar="N",
-            help="--bounds cti: a CTI at every N-th data row of a key (late rows count).",
-        ),
-        click.option(
-            "--cti-delay",
-            metavar="D",
-            default="0ns",
-            show_default=True,
-            callback=_duration,
-            help="--bounds cti: the CTI is the largest time seen minus D (may be negative: "
-            "-1ns puts it one tick past the event).",
-        ),
-        click.option(
-            "--late",
-            type=click.Choice(["drop", "adjust"]),
-            default="drop",
-            show_default=True,
-            help="A row below the bound in force: drop it, or move it up to the bound.",
-        ),
-        click.option(
-            "--unit",
-            type=click.Choice(list(UNITS)),
-            help="Adjust first (as evtime adjust): truncate times to this unit ...",
-        ),
-        click.option(
-            "--range",
-            "range_",
-            type=click.IntRange(min=0),
-            metavar="N",
-            help="... and make the bound ref - N units.",
-        ),
+        section="Windows",
     )
+
+
+_bounds_from = options.section(
+    "Bounds",
+    click.option(
+        "--bounds",
+        type=click.Choice(["rows", "markers", "cti"]),
+        help="Where the bound comes from: every row's time (rows, the default), "
+        "--bound-marker rows (markers, the default with --bound-marker), or "
+        "generated CTIs (cti).",
+    ),
+)
+_bound_sources = options._stack(
+    click.option(
+        "--cti-every",
+        type=click.IntRange(min=1),
+        metavar="N",
+        help="--bounds cti: a CTI at every N-th data row of a key (late rows count).",
+    ),
+    click.option(
+        "--cti-delay",
+        metavar="D",
+        default="0ns",
+        show_default=True,
+        callback=_duration,
+        help="--bounds cti: the CTI is the largest time seen minus D (may be negative: "
+        "-1ns puts it one tick past the event).",
+    ),
+    click.option(
+        "--late",
+        type=click.Choice(["drop", "adjust"]),
+        default="drop",
+        show_default=True,
+        help="A row below the bound in force: drop it, or move it up to the bound.",
+    ),
+    click.option(
+        "--unit",
+        type=click.Choice(list(UNITS)),
+        help="Adjust first (as evtime adjust): truncate times to this unit ...",
+    ),
+    click.option(
+        "--range",
+        "range_",
+        type=click.IntRange(min=0),
+        metavar="N",
+        help="... and make the bound ref - N units.",
+    ),
+    section="Bounds",
+)
 
 
 def spec_of(kw: dict, keys: tuple[str, ...]):
@@ -190,16 +168,11 @@ def _items(kw: dict):
     return udaf.split_aggs(kw.pop("aggs"), udafs)
 
 
-def _check_columns(spec, lay) -> None:
-    from evtime.errors import UsageError
-    from evtime.io.reader import suggest
+def _check_columns(spec):
+    def check(lay) -> None:
+        run.column_check("--bound-marker", (spec.marker or (None,))[0], lay.schema.names)
 
-    if spec.marker and spec.marker[0] not in lay.schema.names:
-        names = lay.schema.names
-        raise UsageError(
-            f"--bound-marker: no column {spec.marker[0]!r}; columns: {', '.join(names)}"
-            f"{suggest(spec.marker[0], names)}"
-        )
+    return check
 
 
 def _write(jobs) -> dict[str, int]:
@@ -221,27 +194,42 @@ def _write(jobs) -> dict[str, int]:
     return counts
 
 
-def _windows(cl, spec, items):
+def _windows(cl, spec, items, columns: list[str]):
+    """The windows; an --agg that Spark cannot analyse is a usage error, and one naming a
+    column the input lacks lists the columns and a close match."""
+    import re
+
     from pyspark.errors import AnalysisException
 
     from evtime.engine import bound as engine
     from evtime.errors import UsageError
+    from evtime.io.reader import suggest
 
     try:
         return engine.windows(cl, spec, items)
     except AnalysisException as err:
         lines = str(err).strip().splitlines()
-        raise UsageError(f"--agg: {lines[0] if lines else err}") from None
+        first = lines[0] if lines else str(err)
+        missing = re.search(r"name `([^`]+)` cannot be resolved", first)
+        if missing:
+            col = missing.group(1)
+            raise UsageError(
+                f"--agg: no column {col!r}; columns: {', '.join(columns)}{suggest(col, columns)}"
+            ) from None
+        raise UsageError(f"--agg: {first}") from None
 
 
-@click.command("bound", epilog=EXAMPLES)
+@click.command("bound", cls=options.Command, epilog=EXAMPLES)
 @bound_options(agg_required=True)
 @options.output_options
 @options.input_options
 @options.session_options
 def bound(**kw) -> None:
-    """Aggregate rows in event-time windows and release each window only once a bound
-    says it is final (which arrival closed it is shown); late rows are dropped or moved."""
+    """Aggregate event-time windows, each released once it is final.
+
+    A window is output once the bound (rows' times, marker rows or generated CTIs)
+    says no more rows can enter it, with the arrival that closed it; rows below the bound
+    are dropped or moved up to it."""
     started = time.monotonic()
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     spec = spec_of(kw, inp.keys)
@@ -255,8 +243,7 @@ def bound(**kw) -> None:
     from evtime.io.writer import ROUTE, Sink, check_sink, output_format
 
     out_fmt = output_format(kw["output"], kw["output_format"])
-    spark, df, lay, files = run.start(inp, ses)
-    _check_columns(spec, lay)
+    spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
     ns = ["window_start", "window_end"]
     out = Sink("output", ("out",), kw["output"], out_fmt, [], ns, kw["overwrite"])
     sinks = [out]
@@ -265,7 +252,7 @@ def bound(**kw) -> None:
     for s in sinks:
         check_sink(s)
     cl = engine.prepare(df, spec)
-    w, names = _windows(cl, spec, items)
+    w, names = _windows(cl, spec, items, lay.schema.names)
     out.columns = [*spec.keys, "window_start", "window_end", *names, "rows", "closed_by"]
     # the windows carry only the key columns of the input (their types are restored)
     key_lay = Layout(pa.schema([lay.schema.field(k) for k in spec.keys]), lay.time_col)
@@ -288,6 +275,7 @@ def bound(**kw) -> None:
 
 @click.command(
     "bound",
+    cls=options.Command,
     epilog="""
 \b
 Examples:
@@ -298,12 +286,20 @@ Examples:
 )
 @bound_options(agg_required=False)
 @explain_output
+@plot_option
 @options.input_options
 @options.session_options
 def explain_bound(**kw) -> None:
-    """Explain `evtime bound`: the bound after every arrival, the decision, the windows each
-    row entered and the arrival that released it (--agg / --udaf are accepted and ignored)."""
+    """Explain `evtime bound`: every row's decision and windows.
+
+    For every arrival: the bound after it, the decision, the windows the row entered and
+    the arrival that released it (--agg / --udaf are accepted and ignored)."""
     started = time.monotonic()
+    plot_path = kw.pop("plot")
+    if plot_path:
+        from evtime.io import plot
+
+        plot.check_path(plot_path)  # before Spark starts
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     spec = spec_of(kw, inp.keys)
     kw.pop("aggs"), kw.pop("udafs")
@@ -315,10 +311,11 @@ def explain_bound(**kw) -> None:
     from evtime.io.writer import ROUTE, Sink
 
     fmt = explain_format(kw["fmt"], kw["output"])
-    spark, df, lay, files = run.start(inp, ses)
-    _check_columns(spec, lay)
+    spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
     cl = engine.prepare(df, spec)
-    w, _ = engine.windows(cl, spec, [])
+    w, _ = engine.windows(cl, spec, [engine.opened()] if plot_path else [])
+    if plot_path:
+        w = w.localCheckpoint()  # read by explain and by the picture
     df = engine.explain(cl, w, spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col)
     frame = present.explain_frame(df, (), own)
@@ -340,4 +337,17 @@ def explain_bound(**kw) -> None:
         kw["overwrite"],
     )
     counts = run.write_and_publish(frame, [sink], lay)
+    if plot_path:
+        windows, wk, wtotal = plot.sample_windows(engine.spans(w, spec), spec.keys)
+        shown = dict(own)
+        plot.plot(
+            frame,
+            sum(counts.values()),
+            plot_path,
+            plot_title(),
+            keys=tuple(shown[k] for k in spec.keys),
+            windows=windows,
+            wk=wk,
+            wtotal=wtotal,
+        )
     run.summary("explain bound", ses, counts, started)

@@ -20,9 +20,24 @@ EXPLAIN_COMMANDS = {
 }
 
 
-@click.group(cls=LazyGroup, commands=EXPLAIN_COMMANDS)
+@click.group(
+    cls=LazyGroup,
+    commands=EXPLAIN_COMMANDS,
+    epilog="""
+\b
+Examples:
+  evtime explain adjust --unit usec --range 999 samples/tuples.parquet --plot adjust.svg
+  evtime explain merge --order-by seq --bound-marker kind=bound --plot merge.svg \\
+      samples/merge/orders.csv samples/merge/trades.csv
+  evtime explain bound --window 1m --key device samples/bound/readings.csv --format csv
+""",
+)
 def explain() -> None:
-    """Show, for every input row in arrival order, what the operator did with it and why."""
+    """Show what an operator did with every row, and why.
+
+    Every input row in arrival order: the bound after it, the decision (released,
+    discarded, adjusted), the arrival that released it and a reason in words; --plot also
+    draws it."""
 
 
 def explain_format(fmt: str | None, output: str) -> str:
@@ -51,19 +66,32 @@ explain_output = options._stack(
         help="Where to write the explanation.",
     ),
     click.option("--overwrite", is_flag=True, help="Replace an existing output."),
+    section="Output",
 )
 
 
-plot_option = click.option(
-    "--plot",
-    metavar="PATH",
-    help="Also draw the stream (.svg, .png or .pdf): arrival on x, event time on y, rows "
-    "coloured by decision, the bound (big inputs are sampled, and the picture says so).",
+plot_option = options.section(
+    "Output",
+    click.option(
+        "--plot",
+        metavar="PATH",
+        help="Also draw the stream (.svg, .png or .pdf): arrival on x, event time on y, rows "
+        "coloured by decision, the bound (big inputs are sampled, and the picture says so).",
+    ),
 )
+
+
+def plot_title() -> str:
+    """The command as typed, without where the outputs go."""
+    return options.typed(
+        ("--plot", "-o", "--output", "--format", "--conf", "--master", "--remote"),
+        ("--overwrite", "-q", "--quiet", "-v", "--verbose", "--reuse-server"),
+    )
 
 
 @click.command(
     "adjust",
+    cls=options.Command,
     epilog="""
 \b
 Examples:
@@ -78,8 +106,15 @@ Examples:
 @options.input_options
 @options.session_options
 def explain_adjust(**kw) -> None:
-    """Explain `evtime adjust`: reference time, bound, decision and release for every row."""
+    """Explain `evtime adjust`: every row's decision, and why.
+
+    For every arrival: the reference time and bound after it, the decision, the arrival
+    that released the row and its position in the output."""
     started = time.monotonic()
+    if kw["plot"]:
+        from evtime.io import plot
+
+        plot.check_path(kw["plot"])  # before Spark starts
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     from pyspark.sql import functions as F
 
@@ -109,12 +144,9 @@ def explain_adjust(**kw) -> None:
         list(present.NS_COLUMNS),
         kw["overwrite"],
     )
-    if kw["plot"]:
-        from evtime.io import plot
-
-        plot.check_path(kw["plot"])
     counts = run.write_and_publish(frame, [sink], lay)
     if kw["plot"]:
-        title = f"evtime explain adjust --unit {spec.unit} --range {spec.range}"
-        plot.plot(frame, read, kw["plot"], title)
+        shown = dict(own)
+        keys = tuple(shown[k] for k in spec.keys)
+        plot.plot(frame, read, kw["plot"], plot_title(), keys=keys)
     run.summary("explain adjust", ses, counts, started, read)

@@ -25,53 +25,15 @@ Examples:
 _NAME = re.compile(r"[\w.\-]+")
 
 
-def _duration(ctx, param, value):
-    if value is None:
-        return None
-    from evtime.errors import UsageError
-    from evtime.units import duration_ns
-
-    try:
-        ns = duration_ns(value)
-    except UsageError as err:
-        raise click.BadParameter(str(err)) from None
-    if ns < 0 or (param.name == "tick" and ns == 0):
-        raise click.BadParameter(
-            f"{value!r}: must be {'positive' if param.name == 'tick' else '>= 0'}"
-        )
+def _wait(ctx, param, value):
+    """--wait: checked, kept as typed (the reasons quote it)."""
+    ns = options.duration(ctx, param, value)
+    if ns is not None and ns < 0:
+        raise click.BadParameter(f"{value!r}: must be >= 0")
     return value
 
 
-def _marker(ctx, param, value):
-    if value is None:
-        return None
-    col, sep, val = value.partition("=")
-    if not sep or not col:
-        raise click.BadParameter(f"{value!r}: write it COL=VALUE, e.g. kind=bound")
-    return col, val
-
-
 merge_options = options._stack(
-    click.option(
-        "--bound-marker",
-        metavar="COL=VALUE",
-        callback=_marker,
-        help="Rows whose COL is VALUE are bound rows (punctuation, heartbeats): a promise that "
-        "the source sends nothing earlier than their time; never in the output.",
-    ),
-    click.option(
-        "--strict-bounds",
-        is_flag=True,
-        help="A bound row at t promises times > t (a non-strict bound at t + tick).",
-    ),
-    click.option(
-        "--tick",
-        default="1ns",
-        show_default=True,
-        metavar="DURATION",
-        callback=_duration,
-        help="Time resolution for --strict-bounds (SQLstream 1ms, StreamInsight 100ns).",
-    ),
     click.option(
         "--arrival",
         metavar="COL",
@@ -81,7 +43,7 @@ merge_options = options._stack(
     click.option(
         "--wait",
         metavar="DURATION",
-        callback=_duration,
+        callback=_wait,
         help="Needs --arrival. Wait at most this long for a source: its bound is at least "
         "arrival time - wait, and a row older than that is discarded (exactly the wait is fine).",
     ),
@@ -104,6 +66,7 @@ merge_options = options._stack(
         metavar="N",
         help="With --unit: rows up to N units behind their source's reference time are held.",
     ),
+    section="Operator",
 )
 
 
@@ -132,7 +95,6 @@ def _setup(kw: dict, command: str, check=None):
     """Check options, read the sources (``check(layout)`` before any work on them), and
     classify every row."""
     from evtime.errors import UsageError
-    from evtime.io import reader
     from evtime.units import duration_ns
 
     ses, inp = run.session_of(kw), run.inputs_of(kw)
@@ -152,7 +114,7 @@ def _setup(kw: dict, command: str, check=None):
         names=tuple(names),
         marker=kw["bound_marker"],
         strict=kw["strict_bounds"],
-        tick=duration_ns(kw["tick"]),
+        tick=kw["tick"],
         ordered=bool(kw["arrival"] or inp.order_by),
         arrival=bool(kw["arrival"]),
         wait=duration_ns(kw["wait"]) if kw["wait"] is not None else None,
@@ -161,15 +123,14 @@ def _setup(kw: dict, command: str, check=None):
         unit=kw["unit"],
         range=kw["range_"] or 0,
     )
-    spark, df, lay, files = run.start(inp, ses)
-    if check:
-        check(lay)
-    cols = lay.schema.names
-    for opt, col in (("--bound-marker", (spec.marker or (None,))[0]), ("--arrival", kw["arrival"])):
-        if col is not None and col not in cols:
-            raise UsageError(
-                f"{opt}: no column {col!r}; columns: {', '.join(cols)}{reader.suggest(col, cols)}"
-            )
+
+    def checks(lay) -> None:
+        run.column_check("--bound-marker", (spec.marker or (None,))[0], lay.schema.names)
+        run.column_check("--arrival", kw["arrival"], lay.schema.names)
+        if check:
+            check(lay)
+
+    spark, df, lay, files = run.start(inp, ses, checks)
     if kw["arrival"]:
         from evtime.engine.scan import order_arrivals
 
@@ -218,37 +179,45 @@ def _summary(command: str, ses, spec, counts: dict[str, int], started: float) ->
     sys.stderr.flush()
 
 
-@click.command(epilog=EXAMPLES)
+merge_output = options._stack(
+    click.option(
+        "--emit-bounds",
+        is_flag=True,
+        help="Needs --bound-marker. The output also carries bound rows (marker column set to "
+        "VALUE) wherever the merged stream's definitive time advances, so it can be a source "
+        "with punctuation for another evtime command.",
+    ),
+    click.option(
+        "--as",
+        "as_",
+        default="evtime",
+        show_default=True,
+        metavar="NAME",
+        help="Name of the event-time column added to every row.",
+    ),
+    click.option(
+        "--source-as",
+        default="source",
+        show_default=True,
+        metavar="NAME",
+        help="Name of the column that says which source a row came from.",
+    ),
+    section="Output",
+)
+
+
+@click.command(cls=options.Command, epilog=EXAMPLES)
 @merge_options
-@click.option(
-    "--emit-bounds",
-    is_flag=True,
-    help="Needs --bound-marker. The output also carries bound rows (marker column set to "
-    "VALUE) wherever the merged stream's definitive time advances, so it can be a source "
-    "with punctuation for another evtime command.",
-)
-@click.option(
-    "--as",
-    "as_",
-    default="evtime",
-    show_default=True,
-    metavar="NAME",
-    help="Name of the event-time column added to every row.",
-)
-@click.option(
-    "--source-as",
-    default="source",
-    show_default=True,
-    metavar="NAME",
-    help="Name of the column that says which source a row came from.",
-)
+@options.marker_options
+@merge_output
 @options.output_options
 @options.input_options
 @options.session_options
 def merge(**kw) -> None:
-    """Merge several sources (SOURCE: a file or glob, NAME=PATH to name it) into one
-    stream ordered by event time, holding rows until every source's bound has passed them
-    and discarding rows that break a promise."""
+    """Merge several sources into one stream in event-time order.
+
+    Each SOURCE is a file or glob (NAME=PATH names it). A row is held until every source's
+    bound has passed it; rows that break a source's promise are discarded."""
     started = time.monotonic()
     from evtime.errors import UsageError
 
@@ -333,11 +302,17 @@ def merge(**kw) -> None:
     _summary("merge", ses, spec, counts, started)
 
 
-from evtime.cli.explain import explain_format, explain_output  # noqa: E402
+from evtime.cli.explain import (  # noqa: E402
+    explain_format,
+    explain_output,
+    plot_option,
+    plot_title,
+)
 
 
 @click.command(
     "merge",
+    cls=options.Command,
     epilog="""
 \b
 Examples:
@@ -348,14 +323,23 @@ Examples:
 """,
 )
 @merge_options
+@options.marker_options
 @explain_output
+@plot_option
 @options.input_options
 @options.session_options
 def explain_merge(**kw) -> None:
-    """Explain `evtime merge`: the definitive time after every arrival, each row's
-    decision, what released it, and which promise a discarded row broke."""
+    """Explain `evtime merge`: every row's decision and why.
+
+    The definitive time after every arrival, each row's decision, what released it (or
+    which source held it), and which promise a discarded row broke."""
     started = time.monotonic()
     fmt_opt, output, overwrite = kw.pop("fmt"), kw.pop("output"), kw.pop("overwrite")
+    plot_path = kw.pop("plot")
+    if plot_path:
+        from evtime.io import plot
+
+        plot.check_path(plot_path)  # before Spark starts
     ses, inp, spec, df, lay = _setup(kw, "explain merge")
     from evtime.engine import merge as engine
     from evtime.engine import present
@@ -365,14 +349,25 @@ def explain_merge(**kw) -> None:
 
     df = engine.explain(df, spec).withColumn(ROUTE, _route_column())
     own = present.own_columns(lay.schema.names, lay.time_col)
-    frame = present.explain_frame(df, (), [*own, (ROUTE, ROUTE), (SEQ, SEQ)])
-    cols = [c for c in frame.columns if c not in (ROUTE, SEQ)]
+    hidden = [(ROUTE, ROUTE), (SEQ, SEQ), ("_x_source_bound", "_evt_source_bound")]
+    frame = present.explain_frame(df, (), [*own, *hidden])
+    cols = [c for c in frame.columns if c not in {h for _, h in hidden}]
     fmt = explain_format(fmt_opt, output)
     sink = Sink(
         "explain", tuple(_routes(spec)), output, fmt, cols, list(present.NS_COLUMNS), overwrite
     )
     frame = sort_in_parts(frame, "arrival", SEQ)
     counts = run.write_and_publish(frame, [sink], lay)
+    if plot_path:
+        plot.plot(
+            frame.withColumnRenamed("_evt_source_bound", "source_bound"),
+            sum(counts.values()),
+            plot_path,
+            plot_title(),
+            extra=("source_bound",),
+            bound_label="definitive time after arrival",
+            sources_leave=spec.join_leave,
+        )
     _summary("explain merge", ses, spec, counts, started)
 
 

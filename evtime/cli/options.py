@@ -8,14 +8,77 @@ import click
 
 from evtime.units import UNITS
 
+# --help lists options under these headings, in this order (an option's heading is the
+# stack it came from; --help and options without one are under "Other")
+SECTIONS = ("Operator", "Windows", "Bounds", "Input", "Output", "Spark", "Other")
 
-def _stack(*decorators: Callable) -> Callable:
+
+def _stack(*decorators: Callable, section: str | None = None) -> Callable:
+    """Apply ``decorators`` as one; their options are listed under ``section`` in --help."""
+
     def apply(f: Callable) -> Callable:
+        before = len(getattr(f, "__click_params__", []))
         for d in reversed(decorators):
             f = d(f)
+        if section:
+            for p in getattr(f, "__click_params__", [])[before:]:
+                if not hasattr(p, "evtime_section"):
+                    p.evtime_section = section  # type: ignore[attr-defined]
         return f
 
     return apply
+
+
+def section(name: str, decorator: Callable) -> Callable:
+    """One option decorator whose option is listed under ``name`` in --help."""
+    return _stack(decorator, section=name)
+
+
+class Command(click.Command):
+    """A command whose --help lists its options under headings (Operator, Input, Output,
+    Spark, ...) and that remembers the arguments it was given (for a picture's title)."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for p in self.get_params(ctx):
+            record = p.get_help_record(ctx)
+            if record is not None:
+                groups.setdefault(getattr(p, "evtime_section", "Other"), []).append(record)
+        # one column width for every section (write_dl sizes each call on its own terms)
+        width = min(max((len(t) for g in groups.values() for t, _ in g), default=0), 30)
+        for name in sorted(groups, key=lambda g: SECTIONS.index(g) if g in SECTIONS else 99):
+            with formatter.section(name):
+                formatter.write_dl([(t.ljust(width), h) for t, h in groups[name]], col_max=30)
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta["evtime.args"] = list(args)
+        return super().parse_args(ctx, args)
+
+
+def typed(drop: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> str:
+    """The running command as the user typed it, without the options in ``drop`` (with
+    their values) and the flags in ``flags``; inputs that are paths shown by file name.
+    For titles."""
+    import os
+    import shlex
+
+    ctx = click.get_current_context()
+    words: list[str] = []
+    skip = False
+    for a in ctx.meta.get("evtime.args", []):
+        if skip:
+            skip = False
+            continue
+        if a in flags:
+            continue
+        if a.split("=", 1)[0] in drop:
+            skip = "=" not in a
+            continue
+        name, eq, path = a.rpartition("=")
+        if os.sep in path and os.path.exists(path):
+            a = name + eq + os.path.basename(path)
+        words.append(a)
+    return shlex.join(["evtime", *ctx.command_path.split()[1:], *words])
 
 
 def _time_format(ctx, param, value):
@@ -67,6 +130,7 @@ input_options = _stack(
         metavar="COL",
         help="Each value of COL is an independent stream (repeatable).",
     ),
+    section="Input",
 )
 
 output_options = _stack(
@@ -96,6 +160,7 @@ output_options = _stack(
         metavar="PATH",
         help="Also write discarded rows (their columns, arrival, reason, bound).",
     ),
+    section="Output",
 )
 
 session_options = _stack(
@@ -121,6 +186,7 @@ session_options = _stack(
     ),
     click.option("-v", "--verbose", is_flag=True, help="Spark's warnings and full tracebacks."),
     click.option("-q", "--quiet", is_flag=True, help="No summary on stderr."),
+    section="Spark",
 )
 
 adjust_options = _stack(
@@ -135,4 +201,65 @@ adjust_options = _stack(
         metavar="N",
         help="Hold rows up to N units behind the reference time; discard older.",
     ),
+    section="Operator",
+)
+
+
+def _marker(ctx, param, value):
+    if value is None:
+        return None
+    col, sep, val = value.partition("=")
+    if not sep or not col:
+        raise click.BadParameter(f"{value!r}: write it COL=VALUE, e.g. kind=bound")
+    return col, val
+
+
+def duration(ctx, param, value):
+    """A duration option's value in ns (e.g. 1ms, -2s); None stays None."""
+    if value is None:
+        return None
+    from evtime.errors import UsageError
+    from evtime.units import duration_ns
+
+    try:
+        return duration_ns(value)
+    except UsageError as err:
+        raise click.BadParameter(str(err)) from None
+
+
+def _tick(ctx, param, value):
+    ns = duration(ctx, param, value)
+    if ns is not None and ns <= 0:
+        from evtime.errors import UsageError
+
+        raise UsageError("--tick must be a positive duration, e.g. 1ns or 1ms")
+    return ns
+
+
+# bound rows (punctuation) in the input: evtime merge and evtime bound
+marker_options = _stack(
+    click.option(
+        "--bound-marker",
+        metavar="COL=VALUE",
+        callback=_marker,
+        help="Rows whose COL is VALUE are bound rows (punctuation, heartbeats): a promise "
+        "that nothing earlier than their time follows (from their source, or key); they are "
+        "never in the output.",
+    ),
+    click.option(
+        "--strict-bounds",
+        is_flag=True,
+        help="A bound row at t promises times after t, not at or after t (the same as a "
+        "bound row at t + tick).",
+    ),
+    click.option(
+        "--tick",
+        default="1ns",
+        show_default=True,
+        metavar="DURATION",
+        callback=_tick,
+        help="Time resolution of --strict-bounds (and of bound's inclusive window ends): "
+        "SQLstream 1ms, StreamInsight 100ns.",
+    ),
+    section="Bounds",
 )

@@ -56,8 +56,29 @@ def inputs_of(kw: dict) -> Inputs:
     )
 
 
-def start(inp: Inputs, ses: Session):
-    """Spark session and the input DataFrame (lazy), checked against the columns it has."""
+def column_check(opt: str, col: str | None, names: list[str]) -> None:
+    """A column named by the user (``opt COL``) must exist: the error lists the columns and
+    a close match."""
+    from evtime.io.reader import suggest
+
+    if col is not None and col not in names:
+        raise UsageError(
+            f"{opt}: no column {col!r}; columns: {', '.join(names)}{suggest(col, names)}"
+        )
+
+
+def _pyspark_error_logs(verbose: bool) -> None:
+    """PySpark logs every analysis error it raises as a JSON line on stderr; evtime reports
+    the error itself in one line (the log only with -v)."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = not verbose
+
+
+def start(inp: Inputs, ses: Session, check=None):
+    """Spark session and the input DataFrame (lazy), checked against the columns it has;
+    ``check(layout)`` runs before Spark starts (usage errors start no JVM)."""
     from evtime.io import reader
     from evtime.io.sources import expand_inputs
     from evtime.session import SessionOptions, build_session
@@ -65,15 +86,14 @@ def start(inp: Inputs, ses: Session):
     files = expand_inputs(list(inp.inputs), inp.input_format)
     opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz)
     lay = reader.layout(files, opts)  # fails fast on a missing time column, before Spark
-    for col in [*inp.keys, *([inp.order_by] if inp.order_by else [])]:
-        if col not in lay.schema.names:
-            names = lay.schema.names
-            raise UsageError(
-                f"no column {col!r}; columns: {', '.join(names)}{reader.suggest(col, names)}"
-            )
+    for opt, col in [*(("--key", k) for k in inp.keys), ("--order-by", inp.order_by)]:
+        column_check(opt, col, lay.schema.names)
+    if check:
+        check(lay)
     spark = build_session(
         SessionOptions.from_cli(ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server)
     )
+    _pyspark_error_logs(ses.verbose)
     global _progress
     from evtime.progress import maybe_start
 

@@ -15,12 +15,17 @@ Examples:
 """
 )
 def server() -> None:
-    """Report on or stop the local Spark Connect server that --reuse-server starts."""
+    """Report on or stop the local server of --reuse-server.
+
+    The first run with --reuse-server starts a Spark Connect server on loopback and later
+    runs reuse it, saving the JVM start-up; it runs until stopped."""
 
 
 @server.command(epilog="\b\nExamples:\n  evtime server status")
 def status() -> None:
-    """Whether the reused local server runs, where it listens and its pid (never its token)."""
+    """Whether the local server runs, where it listens, its pid.
+
+    Never its token."""
     from evtime.session import server_status
 
     info = server_status()

@@ -45,6 +45,7 @@ EVT = "_evt_evtime"  # the time that places the row in windows (moved up when ad
 BEFORE, AFTER = "_evt_bound_before", "_evt_bound_after"  # bound in force / after arrival
 MARK, DECISION, ARRIVAL = "_evt_marker", "_evt_decision", "_evt_arrival"
 WS, ROWS, CLOSED = "_evt_ws", "_evt_rows", "_evt_closed"
+OPENED = "_evt_opened"  # arrival of a window's first row (pictures)
 OUT_FIXED = ("window_start", "window_end", "rows", "closed_by")
 MAX_WINDOWS_PER_ROW = 10_000
 
@@ -290,6 +291,23 @@ def output(w: DataFrame, spec: BoundSpec, names: list[str]) -> DataFrame:
         *[F.col(quote(n)) for n in names],
         F.col(ROWS).alias("rows"),
         F.coalesce(F.col(CLOSED).cast("string"), F.lit("end")).alias("closed_by"),
+    )
+
+
+def opened() -> str:
+    """The aggregate that gives each window the arrival of its first row (``OPENED``)."""
+    return f"min({quote(ARRIVAL)}) AS {quote(OPENED)}"
+
+
+def spans(w: DataFrame, spec: BoundSpec) -> DataFrame:
+    """(keys, start, end, opened, closed) of every window of :func:`windows` run with
+    :func:`opened` among its aggregates: what a picture of the windows needs."""
+    return w.select(
+        *spec.keys,
+        F.col(WS).alias("start"),
+        (F.col(WS) + F.lit(spec.size)).alias("end"),
+        F.col(OPENED).alias("opened"),
+        F.col(CLOSED).alias("closed"),
     )
 
 

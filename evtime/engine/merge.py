@@ -641,6 +641,8 @@ def explain(df: DataFrame, spec: MergeSpec) -> DataFrame:
             ),
             "_x_output_pos": F.col("output_pos"),
             "_x_windows": F.lit(None).cast("string"),
+            # the row's source's own bound after the arrival (for pictures, not shown)
+            "_x_source_bound": F.greatest(F.col(OWN), F.when(F.col(BND) | F.col(KEEP), F.col(CON))),
         }
     )
     held = F.col(KEEP) & (
