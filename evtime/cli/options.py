@@ -29,8 +29,7 @@ def _time_format(ctx, param, value):
     return value
 
 
-input_options = _stack(
-    click.argument("inputs", nargs=-1, required=True, metavar="INPUT..."),
+_input_rest = (
     click.option(
         "--time",
         "time_col",
@@ -67,6 +66,13 @@ input_options = _stack(
         metavar="COL",
         help="Each value of COL is an independent stream (repeatable).",
     ),
+)
+input_options = _stack(
+    click.argument("inputs", nargs=-1, required=True, metavar="INPUT..."), *_input_rest
+)
+# for commands with --state: `--state DIR --flush` alone ends a stream without new input
+flushable_input_options = _stack(
+    click.argument("inputs", nargs=-1, required=False, metavar="[INPUT...]"), *_input_rest
 )
 
 output_options = _stack(
@@ -134,5 +140,20 @@ adjust_options = _stack(
         type=click.IntRange(min=0),
         metavar="N",
         help="Hold rows up to N units behind the reference time; discard older.",
+    ),
+)
+
+state_options = _stack(
+    click.option(
+        "--state",
+        metavar="DIR",
+        help="Continue a stream across runs: start from the rows, reference times and "
+        "counters saved in the local directory DIR (if any) and, instead of flushing at the "
+        "end, save what is still held there, committed together with the outputs.",
+    ),
+    click.option(
+        "--flush",
+        is_flag=True,
+        help="With --state: end the stream - release everything held and clear the state.",
     ),
 )
