@@ -106,6 +106,19 @@ def adjust(**kw) -> None:
 def _stateful(kw, spec, ses, inp, started) -> None:
     """``adjust --state DIR [--flush]``: continue the stream saved in DIR (SPEC §2 over
     all runs' inputs as one stream), commit the outputs and the new state together."""
+    box: list = []
+    options = {"--unit": spec.unit, "--range": spec.range, "--key": list(spec.keys)}
+    options["--order-by"] = inp.order_by
+    try:
+        spark, df, lay, files = run.start(inp, ses, run.state_opener(kw, "adjust", options, box))
+        (stf,) = box
+        _stateful_run(kw, spec, ses, started, spark, df, lay, stf)
+    finally:
+        for stf in box:
+            stf.sd.close()  # the lock on DIR
+
+
+def _stateful_run(kw, spec, ses, started, spark, df, lay, stf) -> None:
     from pyspark.sql import functions as F
 
     from evtime.engine import adjust as engine
@@ -113,15 +126,9 @@ def _stateful(kw, spec, ses, inp, started) -> None:
     from evtime.io.reader import T
     from evtime.io.writer import Sink, output_format
 
-    box: list = []
-    options = {"--unit": spec.unit, "--range": spec.range, "--key": list(spec.keys)}
-    options["--order-by"] = inp.order_by
-    spark, df, lay, files = run.start(inp, ses, run.state_opener(kw, "adjust", options, box))
-    (stf,) = box
     read = run.count_read(df)
     own = lay.schema.names
     if kw["as_"] in own:
-        stf.sd.close()
         raise UsageError(
             f"the input already has a column {kw['as_']!r}: name the adjusted "
             "time otherwise with --as NAME"

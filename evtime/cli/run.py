@@ -224,7 +224,7 @@ def _saved_layout(sd, st):
 
     from evtime.io.reader import Layout
 
-    if st.fresh:
+    if "layout" not in st.meta:
         raise UsageError(f"--state {sd.shown} holds no stream to flush: give the INPUT to read")
     saved = st.meta["layout"]
     schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(saved["schema"])))
