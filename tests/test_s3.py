@@ -93,8 +93,10 @@ def test_state_runs_read_from_and_write_to_s3(run_cli, s3, bucket, tmp_path):
 
     from evtime.io.state import InjectedCrash
 
+    # same columns and types in every run (a state refuses other input columns)
+    s3.put(str(SAMPLES / "tuples.parquet"), f"{bucket}/in/c-tuples.parquet")
     src = f"s3://{bucket}/in/"
-    a, b = f"{src}a-tuples.parquet", f"{src}b-tuples.jsonl"
+    a, b = f"{src}a-tuples.parquet", f"{src}c-tuples.parquet"
     r = run_cli(*ADJ, a, b, "-o", f"s3://{bucket}/all.csv")
     assert r.exit_code == 0, r.stderr
     state = ["--state", tmp_path / "st"]
