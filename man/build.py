@@ -5,7 +5,7 @@ from pathlib import Path
 
 HERE = Path(__file__).parent
 PAGES = {  # page -> the shared option sections it includes
-    "evtime-adjust": ["input-options", "output-options", "spark-options"],
+    "evtime-adjust": ["input-options", "output-options", "state-options", "spark-options"],
     "evtime-explain": ["input-options", "spark-options"],
 }
 

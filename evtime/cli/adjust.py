@@ -43,7 +43,8 @@ Examples:
     section="Output",
 )
 @options.output_options
-@options.input_options
+@options.state_options
+@options.flushable_input_options
 @options.session_options
 def adjust(**kw) -> None:
     """Order rows by event time, holding late ones within a range.
@@ -59,6 +60,19 @@ def adjust(**kw) -> None:
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
     if kw["emit_bounds"] and "=" not in (kw["bound_marker"] or ""):
         raise UsageError("--emit-bounds needs --bound-marker COL=VALUE (how bound rows look)")
+    run.check_state_outputs(kw)
+    if not inp.inputs and not kw["flush"]:
+        raise UsageError("missing INPUT (only --state DIR --flush runs without one)")
+    if kw["state"]:
+        if kw["emit_bounds"]:
+            raise UsageError("--emit-bounds cannot be combined with --state")
+        try:
+            return _stateful(kw, spec, ses, inp, started)
+        except run.NothingToDo as done:
+            run.stop_progress()
+            if not ses.quiet:
+                click.echo(str(done), err=True)
+            return
     spark, df, lay, files = run.start(inp, ses)
     read = run.count_read(df)  # on the checkpointed input, before any operator
     own = lay.schema.names
@@ -92,6 +106,75 @@ def adjust(**kw) -> None:
         df = engine.order(df)
     counts = run.write_and_publish(df, sinks, lay)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"])
+
+
+def _stateful(kw, spec, ses, inp, started) -> None:
+    """``adjust --state DIR [--flush]``: continue the stream saved in DIR (SPEC §2 over
+    all runs' inputs as one stream), commit the outputs and the new state together."""
+    box: list = []
+    options = {"--unit": spec.unit, "--range": spec.range, "--key": list(spec.keys)}
+    options["--order-by"] = inp.order_by
+    try:
+        spark, df, lay, files = run.start(inp, ses, run.state_opener(kw, "adjust", options, box))
+        (stf,) = box
+        _stateful_run(kw, spec, ses, started, spark, df, lay, stf)
+    finally:
+        for stf in box:
+            stf.sd.close()  # the lock on DIR
+
+
+def _stateful_run(kw, spec, ses, started, spark, df, lay, stf) -> None:
+    from pyspark.sql import functions as F
+
+    from evtime.engine import adjust as engine
+    from evtime.errors import UsageError
+    from evtime.io.reader import T
+    from evtime.io.writer import Sink, output_format
+
+    read = run.count_read(df)
+    own = lay.schema.names
+    if kw["as_"] in own:
+        raise UsageError(
+            f"the input already has a column {kw['as_']!r}: name the adjusted "
+            "time otherwise with --as NAME"
+        )
+    held_file, refs_file = stf.file("held.parquet"), stf.file("refs.parquet")
+    refs = spark.read.parquet(refs_file) if refs_file else None
+    carried = spark.read.parquet(held_file) if held_file else None
+    df = engine.classify(df, spec, refs)
+    df = engine.carry_on(df, spec, carried, refs, stf.st.arrivals, stf.flush)
+    out = Sink(
+        "output",
+        ("out",),
+        kw["output"],
+        output_format(kw["output"], kw["output_format"]),
+        [*own, kw["as_"]],
+        [kw["as_"]],
+        kw["overwrite"],
+    )
+    sinks = [out]
+    df = df.withColumn(kw["as_"], F.col(engine.EVT))
+    if kw["discards"]:
+        df = engine.with_discard_columns(df, spec)
+        sinks.append(run.discards_sink(kw["discards"], kw["overwrite"], own))
+
+    def state_sinks(gen: str) -> list:
+        held_cols = [*own, T, engine.ARRIVAL]
+        return [
+            Sink("held", ("held",), f"{gen}/held.parquet", "parquet", held_cols, raw=True),
+            Sink(
+                "refs",
+                ("ref",),
+                f"{gen}/refs.parquet",
+                "parquet",
+                [*spec.keys, engine.REF],
+                raw=True,
+            ),
+        ]
+
+    meta = {"command": "adjust", "arrivals": stf.st.arrivals + read}
+    counts = run.write_and_commit(engine.order(df), sinks, lay, stf, state_sinks, meta)
+    run.summary("adjust", ses, counts, started, read, kw["max_discards"], carried=stf.carried)
 
 
 def _with_bounds(df, spec, lay, kw, inp, columns):

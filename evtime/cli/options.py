@@ -10,7 +10,7 @@ from evtime.units import UNITS
 
 # --help lists options under these headings, in this order (an option's heading is the
 # stack it came from; --help and options without one are under "Other")
-SECTIONS = ("Operator", "Windows", "Bounds", "Input", "Output", "Spark", "Other")
+SECTIONS = ("Operator", "Windows", "Bounds", "Input", "Output", "Incremental", "Spark", "Other")
 
 
 def _stack(*decorators: Callable, section: str | None = None) -> Callable:
@@ -92,8 +92,7 @@ def _time_format(ctx, param, value):
     return value
 
 
-input_options = _stack(
-    click.argument("inputs", nargs=-1, required=True, metavar="INPUT..."),
+_input_rest = (
     click.option(
         "--time",
         "time_col",
@@ -130,6 +129,16 @@ input_options = _stack(
         metavar="COL",
         help="Each value of COL is an independent stream (repeatable).",
     ),
+)
+input_options = _stack(
+    click.argument("inputs", nargs=-1, required=True, metavar="INPUT..."),
+    *_input_rest,
+    section="Input",
+)
+# for commands with --state: `--state DIR --flush` alone ends a stream without new input
+flushable_input_options = _stack(
+    click.argument("inputs", nargs=-1, required=False, metavar="[INPUT...]"),
+    *_input_rest,
     section="Input",
 )
 
@@ -262,4 +271,20 @@ marker_options = _stack(
         "SQLstream 1ms, StreamInsight 100ns.",
     ),
     section="Bounds",
+)
+
+state_options = _stack(
+    click.option(
+        "--state",
+        metavar="DIR",
+        help="Continue a stream across runs: start from the rows, reference times and "
+        "counters saved in the local directory DIR (if any) and, instead of flushing at the "
+        "end, save what is still held there, committed together with the outputs.",
+    ),
+    click.option(
+        "--flush",
+        is_flag=True,
+        help="With --state: end the stream - release everything held and clear the state.",
+    ),
+    section="Incremental",
 )

@@ -76,16 +76,22 @@ def _pyspark_error_logs(verbose: bool) -> None:
         PySparkLogger.getLogger(name).disabled = not verbose
 
 
-def start(inp: Inputs, ses: Session, check=None):
+def start(inp: Inputs, ses: Session, check=None, before_spark=None):
     """Spark session and the input DataFrame (lazy), checked against the columns it has;
-    ``check(layout)`` runs before Spark starts (usage errors start no JVM)."""
+    ``check(layout)`` runs before Spark starts (usage errors start no JVM).
+    ``before_spark(files, lay) -> lay`` runs once the inputs are known, before Spark
+    starts; with it, no inputs are allowed (it gives the layout)."""
     from evtime.io import reader
     from evtime.io.sources import expand_inputs
     from evtime.session import SessionOptions, build_session
 
-    files = expand_inputs(list(inp.inputs), inp.input_format)
     opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz)
-    lay = reader.layout(files, opts)  # fails fast on a missing time column, before Spark
+    files, lay = [], None
+    if inp.inputs or before_spark is None:
+        files = expand_inputs(list(inp.inputs), inp.input_format)
+        lay = reader.layout(files, opts)  # fails fast on a missing time column, before Spark
+    if before_spark is not None:
+        lay = before_spark(files, lay)  # without inputs: the layout saved in the state
     for opt, col in [*(("--key", k) for k in inp.keys), ("--order-by", inp.order_by)]:
         column_check(opt, col, lay.schema.names)
     if check:
@@ -103,7 +109,10 @@ def start(inp: Inputs, ses: Session, check=None):
         else ""
     )
     _progress = maybe_start(spark, label, ses.quiet, bool(ses.remote or ses.reuse_server))
-    df, lay = reader.read(spark, files, opts, lay)
+    if files:
+        df, lay = reader.read(spark, files, opts, lay)
+    else:  # `--state DIR --flush` without input
+        df = spark.createDataFrame([], reader.spark_schema(lay))
     if inp.order_by:
         from evtime.engine.scan import order_arrivals
 
@@ -153,6 +162,129 @@ def write_and_publish(df, sinks, lay) -> dict[str, int]:
     return counts
 
 
+class NothingToDo(Exception):
+    """The run has nothing to do (a rerun of the last run committed to --state)."""
+
+
+@dataclass
+class Stateful:
+    """``--state DIR`` for one run: the locked directory and the committed state."""
+
+    sd: object  # evtime.io.state.StateDir
+    st: object  # evtime.io.state.State
+    flush: bool
+
+    @property
+    def carried(self) -> int:
+        return 0 if self.st.fresh else int(self.st.meta.get("held", 0))
+
+    def file(self, name: str) -> str | None:
+        """A file of the committed state, None for a fresh stream."""
+        return None if self.st.fresh else self.st.file(name)
+
+
+def check_state_outputs(kw: dict) -> None:
+    """--flush needs --state; --state needs its outputs in files (committed with it)."""
+    if kw.get("flush") and not kw.get("state"):
+        raise UsageError("--flush needs --state DIR")
+    if kw.get("state"):
+        for opt, path in (("-o", kw.get("output")), ("--discards", kw.get("discards"))):
+            if path == "-":
+                raise UsageError(
+                    f"--state needs {opt} PATH: standard output cannot be committed together "
+                    "with the state"
+                )
+
+
+def state_opener(kw: dict, command: str, options: dict, box: list):
+    """A ``before_spark`` hook for :func:`start`: lock and recover ``--state DIR``, check it
+    was written by this version with these ``options`` and the same input columns; appends
+    the :class:`Stateful` to ``box``.  Raises :class:`NothingToDo` for a rerun of the last
+    committed run."""
+    from evtime.io.state import StateDir, input_record
+
+    def opener(files, lay):
+        sd = StateDir(kw["state"])
+        try:
+            st = sd.load()
+            if lay is None:
+                lay = _saved_layout(sd, st)
+            cols = ",".join(f"{f.name}:{f.type}" for f in lay.schema)
+            opts = {**options, "input columns": cols, "time column": lay.time_col}
+            inputs = input_record(files)
+            if sd.check(st, command, opts, inputs):
+                raise NothingToDo(
+                    f"evtime {command}: the inputs were already read by the last run committed "
+                    f"to --state {kw['state']}: nothing to do"
+                )
+        except BaseException:
+            sd.close()
+            raise
+        st.run = {"options": opts, "inputs": inputs, "layout": _layout_record(lay)}
+        box.append(Stateful(sd, st, bool(kw.get("flush"))))
+        return lay
+
+    return opener
+
+
+def _layout_record(lay) -> dict:
+    import base64
+
+    return {
+        "schema": base64.b64encode(lay.schema.serialize().to_pybytes()).decode(),
+        "time": lay.time_col,
+    }
+
+
+def _saved_layout(sd, st):
+    """The input layout saved in a state (a `--state DIR --flush` run without input)."""
+    import base64
+
+    import pyarrow as pa
+
+    from evtime.io.reader import Layout
+
+    if "layout" not in st.meta:
+        raise UsageError(f"--state {sd.shown} holds no stream to flush: give the INPUT to read")
+    saved = st.meta["layout"]
+    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(saved["schema"])))
+    return Layout(schema, saved["time"])
+
+
+def write_and_commit(df, sinks, lay, stf: Stateful, state_sinks, meta: dict) -> dict[str, int]:
+    """:func:`write_and_publish` with ``--state``: the outputs and the new state are
+    committed together (evtime.io.state).  ``state_sinks(gen_dir)`` are the sinks of the
+    state's own files; ``meta`` goes to its state.json."""
+    from evtime.io import writer
+    from evtime.io.state import crash_point
+
+    for s in sinks:
+        writer.check_sink(s)
+    staging = writer.staging_dir()
+    try:
+        gen = stf.sd.begin(stf.st, sinks, staging)
+        extra = [] if stf.flush else state_sinks(gen)
+        counts = writer.write(df, [*sinks, *extra], lay, staging)
+        for s in extra:
+            writer.publish(s, staging, lay, df.schema)
+        crash_point("state-written")
+        meta = {
+            **meta,
+            **stf.st.run,
+            "command": meta["command"],
+            "held": counts.get("held", 0),
+            "ended": stf.flush,
+        }
+        stf.sd.commit(stf.st, sinks, staging, lay, df.schema, meta)
+    except Exception:
+        stf.sd.abort()
+        raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        stf.sd.close()
+    return counts
+
+
 def count_read(df) -> int:
     """Rows read, counted on the input itself (checkpointed: no second read of the files),
     so the summary's accounting is a real check of the operator."""
@@ -167,25 +299,40 @@ def summary(
     read: int | None = None,
     max_discards: int | None = None,
     detail: str = "",
+    carried: int | None = None,
 ) -> None:
     """The summary line on stderr; checks read = released + discarded when ``read`` is
-    given (a mismatch is an internal error) and enforces ``--max-discards``."""
+    given (a mismatch is an internal error) and enforces ``--max-discards``.  With
+    ``--state`` (``carried`` given: rows an earlier run held) the check is
+    read + carried = released + discarded + held, and both appear in the summary."""
     from evtime.errors import EvtimeError, TooManyDiscards
 
     stop_progress()
     released, discarded = counts.get("out", 0), counts.get("discard", 0)
+    held = counts.get("held", 0)
     seen = sum(counts.values())
     if read is None:
         read = seen
-    elif read != released + discarded:
+    elif carried is None and read != released + discarded:
         raise EvtimeError(
             f"internal error: read {read} rows but released {released} + discarded "
             f"{discarded} = {released + discarded}; please report this"
         )
+    elif carried is not None and read + carried != released + discarded + held:
+        raise EvtimeError(
+            f"internal error: read {read} + carried {carried} rows but released {released} "
+            f"+ discarded {discarded} + held {held} = {released + discarded + held}; "
+            "please report this"
+        )
     if not ses.quiet:
+        counted = f"read {read}, released {released}, discarded {discarded}"
+        if carried is not None:
+            counted = (
+                f"read {read}, carried {carried}, released {released}, discarded {discarded}, "
+                f"held {held}"
+            )
         click.echo(
-            f"evtime {command}: read {read}, released {released}, discarded {discarded}"
-            f"{detail} ({time.monotonic() - started:.1f}s)",
+            f"evtime {command}: {counted}{detail} ({time.monotonic() - started:.1f}s)",
             err=True,
         )
         sys.stderr.flush()

@@ -27,6 +27,8 @@ from evtime.io.reader import SEQ, T
 from evtime.units import unit_ns
 
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
+REF, ARRIVAL = "_evt_ref", "_evt_arrival"  # a key's reference time; a global arrival number
+CARRIED = -(1 << 62)  # _evt_seq of a row carried from an earlier run: CARRIED + its arrival
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,28 @@ class AdjustSpec:
         return self.range * self.unit_ns
 
 
-def classify(df: DataFrame, spec: AdjustSpec) -> DataFrame:
-    """Add the adjusted time, the reference time before the arrival and the keep flag."""
-    df = df.withColumn(EVT, F.col(T) - F.pmod(F.col(T), F.lit(spec.unit_ns)))
+def _evtime(spec: AdjustSpec):
+    return F.col(T) - F.pmod(F.col(T), F.lit(spec.unit_ns))
+
+
+def _join_keys(df: DataFrame, small: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+    """``df`` left-joined with a small per-key table (one row, when there are no keys)."""
+    if keys:
+        return join_small(df, small, list(keys))
+    one = "_evt_one"
+    joined = join_small(df.withColumn(one, F.lit(0)), small.withColumn(one, F.lit(0)), [one])
+    return joined.drop(one)
+
+
+def classify(df: DataFrame, spec: AdjustSpec, refs: DataFrame | None = None) -> DataFrame:
+    """Add the adjusted time, the reference time before the arrival and the keep flag.
+    ``refs`` ``(keys..., _evt_ref)``: reference times carried from an earlier run
+    (``--state``), in force before the first arrival of their key."""
+    df = df.withColumn(EVT, _evtime(spec))
     df = prefix_max(df, {REF_BEFORE: EVT}, by=spec.keys, inclusive=False)
+    if refs is not None:
+        df = _join_keys(df, refs, spec.keys)
+        df = df.withColumn(REF_BEFORE, F.greatest(F.col(REF_BEFORE), F.col(REF))).drop(REF)
     keep = F.col(REF_BEFORE).isNull() | (F.col(EVT) >= F.col(REF_BEFORE) - F.lit(spec.width))
     return df.withColumn(KEEP, keep)
 
@@ -63,8 +83,13 @@ def _reason(spec: AdjustSpec, bound: str):
 
 
 def with_discard_columns(df: DataFrame, spec: AdjustSpec) -> DataFrame:
-    """``arrival``, ``reason`` and ``bound`` (the bound the row missed) for the discards."""
-    df = arrival_numbers(df, "arrival").withColumn("bound", F.col(REF_BEFORE) - F.lit(spec.width))
+    """``arrival``, ``reason`` and ``bound`` (the bound the row missed) for the discards;
+    the arrival is :data:`ARRIVAL` when the rows have it (``--state``)."""
+    if ARRIVAL in df.columns:
+        df = df.withColumn("arrival", F.col(ARRIVAL))
+    else:
+        df = arrival_numbers(df, "arrival")
+    df = df.withColumn("bound", F.col(REF_BEFORE) - F.lit(spec.width))
     return df.withColumn("reason", F.when(F.col(KEEP), None).otherwise(_reason(spec, "bound")))
 
 
@@ -116,3 +141,55 @@ def emitted_bounds(df: DataFrame, spec: AdjustSpec) -> DataFrame:
     bound of the output stream.  Needs :func:`classify`."""
     moved = F.col(KEEP) & (F.col(REF_BEFORE).isNull() | (F.col(EVT) > F.col(REF_BEFORE)))
     return df.where(moved).select(*spec.keys, SEQ, (F.col(EVT) - F.lit(spec.width)).alias(EVT))
+
+
+def carry_on(
+    df: DataFrame,
+    spec: AdjustSpec,
+    carried: DataFrame | None,
+    refs: DataFrame | None,
+    arrivals: int,
+    flush: bool,
+) -> DataFrame:
+    """One run of a stream with ``--state``; needs :func:`classify` (with ``refs``).
+
+    ``carried``: the rows an earlier run still held (own columns, ``_evt_t`` and their
+    global arrival number :data:`ARRIVAL`), ``refs`` the reference time per key, and
+    ``arrivals`` the rows read before this run.  The result has every row with
+    ``_evt_route``: ``out`` (released now: ``evtime < ref - range*unit`` with the key's
+    reference time after this run's last arrival, or everything with ``flush``),
+    ``discard``, ``held`` (kept for the next run), plus one ``ref`` row per key carrying the
+    new reference time in :data:`REF`.  Carried rows sort before this run's rows at equal
+    evtime (``_evt_seq`` = :data:`CARRIED` + arrival), so released rows come out exactly as
+    one run over all the inputs would order them."""
+    from evtime.io.writer import ROUTE
+
+    df = arrival_numbers(df, ARRIVAL).withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(arrivals))
+    rows = df
+    if carried is not None:
+        carried = carried.withColumns(
+            {
+                EVT: _evtime(spec),
+                SEQ: F.lit(CARRIED) + F.col(ARRIVAL),
+                KEEP: F.lit(True),
+            }
+        )
+        rows = rows.unionByName(carried, allowMissingColumns=True)
+    new_refs = df.groupBy(*spec.keys).agg(F.max(EVT).alias(REF))
+    if refs is not None:
+        new_refs = new_refs.unionByName(refs).groupBy(*spec.keys).agg(F.max(REF).alias(REF))
+    rows = _join_keys(rows, new_refs, spec.keys)
+    released = F.lit(flush) | (F.col(EVT) < F.col(REF) - F.lit(spec.width))
+    rows = rows.withColumn(
+        ROUTE, F.when(~F.col(KEEP), "discard").when(released, "out").otherwise("held")
+    )
+    if not flush:
+        ref_rows = new_refs.where(F.col(REF).isNotNull()).select(
+            *spec.keys,
+            REF,
+            F.col(REF).alias(EVT),
+            F.lit(0).cast("long").alias(SEQ),
+            F.lit("ref").alias(ROUTE),
+        )
+        rows = rows.unionByName(ref_rows, allowMissingColumns=True)
+    return rows

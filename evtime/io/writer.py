@@ -44,6 +44,7 @@ class Sink:
     columns: list[str]
     ns_columns: list[str] = field(default_factory=list)  # int64 ns -> timestamp / ISO text
     overwrite: bool = False
+    raw: bool = False  # columns as Spark carries them (evtime's own state files)
 
     @property
     def to_stdout(self) -> bool:
@@ -81,6 +82,8 @@ def check_sink(sink: Sink) -> None:
 
 
 def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
+    if sink.raw:
+        return pa.Table.from_batches([batch.select(sink.columns)])
     cols, names = [], []
     for name in sink.columns:
         arr = batch.column(name)
@@ -204,6 +207,8 @@ def _arrow_schema(sink: Sink, lay: Layout, spark_schema) -> pa.Schema:
     from pyspark.sql.pandas.types import to_arrow_schema
 
     carried = to_arrow_schema(spark_schema)
+    if sink.raw:
+        return pa.schema([carried.field(name) for name in sink.columns])
     fields = []
     for name in sink.columns:
         if name in sink.ns_columns:
@@ -237,9 +242,9 @@ def _assemble(sink: Sink, parts: list[str], schema: pa.Schema, out) -> None:
 
 def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
     """Move one sink's parts to its destination, complete or not at all."""
-    parts = _parts(staging, sink.name)
-    schema = _arrow_schema(sink, lay, spark_schema)
     if sink.to_stdout:
+        parts = _parts(staging, sink.name)
+        schema = _arrow_schema(sink, lay, spark_schema)
         if sink.fmt == "table":
             from evtime.io.table import print_table
 
@@ -256,19 +261,54 @@ def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
             raise PipeClosed() from None
         return
     check_sink(sink)
-    fs, p = _fs(sink.path)
-    local = "file" in fs.protocol
-    tmp_dir = os.path.dirname(os.path.abspath(p)) if local else staging
-    tmp = os.path.join(tmp_dir, f".{os.path.basename(p)}.evtime-{uuid.uuid4().hex[:8]}")
+    tmp = temp_name(sink, staging)
     try:
-        with open(tmp, "wb") as out:
-            _assemble(sink, parts, schema, out)
-        if local:
-            os.replace(tmp, p)
-        else:
-            fs.put_file(tmp, p)  # one PUT: the object appears complete or not at all
-    except OSError as err:
-        raise OutputError(f"{sink.path}: cannot write: {err}") from None
+        stage(sink, staging, lay, spark_schema, tmp)
+        commit(sink, tmp)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def temp_name(sink: Sink, elsewhere: str) -> str:
+    """Where ``sink`` is assembled before it is published: next to a local destination (so
+    a rename publishes it), under ``elsewhere`` (a local directory) for object stores."""
+    fs, p = _fs(sink.path)
+    local = "file" in fs.protocol
+    tmp_dir = os.path.dirname(os.path.abspath(p)) if local else elsewhere
+    return os.path.join(tmp_dir, f".{os.path.basename(p)}.evtime-{uuid.uuid4().hex[:8]}")
+
+
+def stage(sink: Sink, staging: str, lay: Layout, spark_schema, tmp: str) -> int:
+    """Assemble one sink's parts, complete, into the local file ``tmp``; its size."""
+    parts = _parts(staging, sink.name)
+    schema = _arrow_schema(sink, lay, spark_schema)
+    try:
+        with open(tmp, "wb") as out:
+            _assemble(sink, parts, schema, out)
+    except OSError as err:
+        raise OutputError(f"{sink.path}: cannot write: {err}") from None
+    return os.path.getsize(tmp)
+
+
+def commit(sink: Sink, tmp: str) -> None:
+    """Publish the staged ``tmp`` at the sink's destination in one step (rename, or one PUT
+    on object stores, after which ``tmp`` is removed)."""
+    fs, p = _fs(sink.path)
+    try:
+        if "file" in fs.protocol:
+            os.replace(tmp, p)
+        else:
+            fs.put_file(tmp, p)  # one PUT: the object appears complete or not at all
+            os.unlink(tmp)
+    except OSError as err:
+        raise OutputError(f"{sink.path}: cannot write: {err}") from None
+
+
+def size_of(path: str) -> int | None:
+    """The size of a published output, None when it does not exist."""
+    fs, p = _fs(path)
+    try:
+        return fs.size(p) if fs.exists(p) else None
+    except OSError:
+        return None
