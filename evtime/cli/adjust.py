@@ -55,7 +55,7 @@ def adjust(**kw) -> None:
     if kw["emit_bounds"] and "=" not in (kw["bound_marker"] or ""):
         raise UsageError("--emit-bounds needs --bound-marker COL=VALUE (how bound rows look)")
     spark, df, lay, files = run.start(inp, ses)
-    read = run.count_read(df)  # on the checkpointed input, before any operator
+    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     own = lay.schema.names
     if kw["as_"] in own:
         raise UsageError(
@@ -85,6 +85,7 @@ def adjust(**kw) -> None:
         out.routes = ("out", "emit")
     else:
         df = engine.order(df)
+    df = run.with_rejected(df, inp)
     counts = run.write_and_publish(df, sinks, lay)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"])
 

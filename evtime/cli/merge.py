@@ -162,6 +162,13 @@ def _setup(kw: dict, command: str, check=None):
         range=kw["range_"] or 0,
     )
     spark, df, lay, files = run.start(inp, ses)
+    if inp.rejected is not None:
+        from pyspark.sql import functions as F
+
+        from evtime.io.reader import FILE
+
+        groups = F.array(*[F.lit(f.group) for f in files])
+        inp.rejected = inp.rejected.withColumn(engine.SRC, F.element_at(groups, F.col(FILE) + 1))
     if check:
         check(lay)
     cols = lay.schema.names
@@ -179,6 +186,14 @@ def _setup(kw: dict, command: str, check=None):
         df = order_arrivals(df, engine.NOW)
     df = engine.classify(engine.prepare(df, spec, [f.group for f in files]), spec)
     return ses, inp, spec, df, lay
+
+
+def _rejected_route():
+    from pyspark.sql import functions as F
+
+    from evtime.engine import merge as engine
+
+    return F.concat(F.lit("discard:"), F.col(engine.SRC).cast("string"))
 
 
 def _routes(spec) -> list[str]:
@@ -327,11 +342,17 @@ def merge(**kw) -> None:
             F.lit(1).alias("_evt_kind"),
         )
         rows = rows.unionByName(bounds, allowMissingColumns=True)
-    counts = run.write_and_publish(rows.sort(engine.EVT, SEQ, "_evt_kind"), sinks, lay)
+    rows = run.with_rejected(
+        rows.sort(engine.EVT, SEQ, "_evt_kind"),
+        inp,
+        {source_as: engine._source_name(spec)},
+        _rejected_route(),
+    )
+    counts = run.write_and_publish(rows, sinks, lay)
     _summary("merge", ses, spec, counts, started)
 
 
-from evtime.cli.explain import explain_format, explain_output  # noqa: E402
+from evtime.cli.explain import explain_format, explain_output, rejected_frame  # noqa: E402
 
 
 @click.command(
@@ -368,7 +389,7 @@ def explain_merge(**kw) -> None:
     sink = Sink(
         "explain", tuple(_routes(spec)), output, fmt, cols, list(present.NS_COLUMNS), overwrite
     )
-    frame = frame.sort(SEQ)
+    frame = rejected_frame(frame.sort(SEQ), inp, own, engine._source_name(spec), _rejected_route())
     counts = run.write_and_publish(frame, [sink], lay)
     _summary("explain merge", ses, spec, counts, started)
 

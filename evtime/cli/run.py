@@ -30,6 +30,8 @@ class Inputs:
     input_format: str | None
     order_by: str | None
     keys: tuple[str, ...]
+    bad_rows: str = "fail"
+    rejected: object = None  # --bad-rows discard: the bad rows (a DataFrame), set by start()
 
 
 @dataclass
@@ -51,7 +53,16 @@ def inputs_of(kw: dict) -> Inputs:
     return Inputs(
         *(
             kw.pop(k)
-            for k in ("inputs", "time_col", "time_format", "tz", "input_format", "order_by", "keys")
+            for k in (
+                "inputs",
+                "time_col",
+                "time_format",
+                "tz",
+                "input_format",
+                "order_by",
+                "keys",
+                "bad_rows",
+            )
         )
     )
 
@@ -63,7 +74,7 @@ def start(inp: Inputs, ses: Session):
     from evtime.session import SessionOptions, build_session
 
     files = expand_inputs(list(inp.inputs), inp.input_format)
-    opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz)
+    opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz, inp.bad_rows)
     lay = reader.layout(files, opts)  # fails fast on a missing time column, before Spark
     for col in [*inp.keys, *([inp.order_by] if inp.order_by else [])]:
         if col not in lay.schema.names:
@@ -84,11 +95,45 @@ def start(inp: Inputs, ses: Session):
     )
     _progress = maybe_start(spark, label, ses.quiet, bool(ses.remote or ses.reuse_server))
     df, lay = reader.read(spark, files, opts, lay)
-    if inp.order_by:
-        from evtime.engine.scan import order_arrivals
+    from evtime.engine.scan import order_arrivals
 
+    if inp.bad_rows == "discard":
+        # bad rows have no time: they never reach the operator (inp.rejected, see
+        # with_rejected); the others are numbered again so arrivals stay dense
+        from pyspark.sql import functions as F
+
+        inp.rejected = df.where(F.col(reader.BAD).isNotNull())
+        df = df.where(F.col(reader.BAD).isNull()).drop(reader.BAD)
+        if not inp.order_by and inp.rejected.limit(1).count():
+            df = order_arrivals(df, reader.SEQ)
+    if inp.order_by:
         df = order_arrivals(df, inp.order_by)
     return spark, df, lay, files
+
+
+def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard"):
+    """``df`` followed by the bad rows of ``--bad-rows discard`` (in file order), routed to
+    ``route`` with their reason in ``reason`` plus ``columns`` (name -> Column); columns
+    they lack are null.  Written after ``df``'s rows, whatever its order."""
+    if inp.rejected is None:
+        return df
+    from pyspark.sql import functions as F
+
+    from evtime.io.reader import BAD, FILE, ROW
+    from evtime.io.writer import ROUTE
+
+    route_col = F.lit(route) if isinstance(route, str) else route
+    bad = inp.rejected.sort(FILE, ROW).withColumns(
+        {ROUTE: route_col, "reason": F.col(BAD), **(columns or {})}
+    )
+    bad = bad.select(*[c for c in df.columns if c in bad.columns])
+    types = dict(df.dtypes)
+    missing = {c: F.lit(None).cast(types[c]) for c in df.columns if c not in bad.columns}
+    return df.unionByName(bad.withColumns(missing).select(*df.columns))
+
+
+def rejected_count(inp: Inputs) -> int:
+    return 0 if inp.rejected is None else inp.rejected.count()
 
 
 def discards_sink(
@@ -133,10 +178,10 @@ def write_and_publish(df, sinks, lay) -> dict[str, int]:
     return counts
 
 
-def count_read(df) -> int:
+def count_read(df, inp: Inputs | None = None) -> int:
     """Rows read, counted on the input itself (checkpointed: no second read of the files),
-    so the summary's accounting is a real check of the operator."""
-    return df.count()
+    so the summary's accounting is a real check of the operator; bad rows count."""
+    return df.count() + (rejected_count(inp) if inp is not None else 0)
 
 
 def summary(
