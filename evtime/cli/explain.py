@@ -71,7 +71,6 @@ def rejected_frame(frame, inp, own: list[tuple[str, str]], source, route="discar
     from pyspark.sql import functions as F
 
     from evtime.engine import present
-
     from evtime.io.writer import ROUTE
 
     shown = {s: c for c, s in own}
