@@ -31,7 +31,8 @@ def sample(frame, total: int):
         c for c in ("arrival", "time", "evtime", "bound", "ref", "decision") if c in frame.columns
     ]
     keep = (F.col("arrival") % k == 0) | (F.col("decision") == "discarded")
-    rows = frame.where(keep).select(*cols).limit(2 * MAX_POINTS)
+    # rows of --bad-rows discard have no arrival and no time: nothing to draw
+    rows = frame.where(keep & F.col("arrival").isNotNull()).select(*cols).limit(2 * MAX_POINTS)
     return rows.collect(), k  # bounded by limit(): never grows with the input
 
 
