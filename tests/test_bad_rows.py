@@ -217,3 +217,12 @@ def test_bound_bad_rows(run_cli, workdir):
     x = run_cli("explain", *args, "--bad-rows", "discard", "--format", "csv")
     assert x.exit_code == 0, x.stderr
     assert [row["decision"] for row in x.csv()][-1] == "discarded"
+
+
+def test_header_only_file_next_to_typed_file(run_cli, workdir):
+    # a header-only file's columns have no type: the other files' types win
+    _write(workdir, "a.csv", "v,time\n")
+    _write(workdir, "b.csv", f"v,time\n1,{T.format(0)}\n")
+    r = run_cli("merge", "A=a.csv", "B=b.csv")
+    assert r.exit_code == 0, r.stderr
+    assert [x["v"] for x in r.csv()] == ["1"]

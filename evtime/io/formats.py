@@ -58,13 +58,10 @@ def _json_parse(schema: pa.Schema | None) -> pjson.ParseOptions:
     return pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
 
 
-def _csv_type(t: pa.DataType) -> pa.DataType:
-    return pa.string() if pa.types.is_null(t) else t
-
-
 @functools.lru_cache(maxsize=4096)
 def file_schema(f: InputFile) -> pa.Schema:
-    """The columns and types of one file (CSV/JSON types guessed from the first block)."""
+    """The columns and types of one file (CSV/JSON types guessed from the first block; a
+    column with no value there is of type null)."""
     try:
         if f.fmt == "parquet":
             with _open(f) as fh:
@@ -96,14 +93,12 @@ def _guess_schema(f: InputFile, block: int) -> pa.Schema:
             # CSV is text: a column guessed as bytes has a value that is not UTF-8
             return pa.schema(
                 [
-                    pa.field(
-                        c.name, pa.string() if pa.types.is_binary(c.type) else _csv_type(c.type)
-                    )
+                    pa.field(c.name, pa.string() if pa.types.is_binary(c.type) else c.type)
                     for c in reader.schema
                 ]
             )
         reader = pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block))
-        return pa.schema([pa.field(c.name, _csv_type(c.type)) for c in reader.schema])
+        return reader.schema
 
 
 def parquet_row_groups(f: InputFile) -> list[int]:

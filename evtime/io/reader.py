@@ -107,7 +107,15 @@ def _unify(files: list[InputFile], time_col: str | None) -> pa.Schema:
                     f"column {fld.name!r} is {have} in {where} but {t} in {f.shown}: "
                     "give all inputs the same type"
                 )
-    return pa.schema([pa.field(n, t) for n, (t, _) in fields.items()])
+    # a CSV/JSON column without a value (in the first block, or a file with a header only)
+    # is text, unless another file says otherwise
+    text = any(f.fmt != "parquet" for f in files)
+    return pa.schema(
+        [
+            pa.field(n, pa.string() if text and pa.types.is_null(t) else t)
+            for n, (t, _) in fields.items()
+        ]
+    )
 
 
 def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
