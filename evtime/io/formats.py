@@ -174,6 +174,14 @@ def _text_batches(f, fh, schema, block, as_bytes, on_malformed) -> Iterator[pa.R
         )
 
 
+def _until_error(reader) -> Iterator[list[str]]:
+    """The records of a csv.reader up to one it cannot read (a NUL byte, ...)."""
+    try:
+        yield from reader
+    except csv.Error:
+        return
+
+
 class Lines:
     """Where a file's rows are: data row (0-based) -> line (1-based, as an editor counts;
     a CSV header is line 1), and the CSV lines with the wrong number of fields.  One scan
@@ -200,7 +208,7 @@ class Lines:
                 csv.field_size_limit(sys.maxsize)
                 reader = csv.reader(text)
                 ncols, end = None, 0
-                for rec in reader:
+                for rec in _until_error(reader):
                     start, end = end + 1, reader.line_num
                     if not rec or (len(rec) == 1 and not rec[0].strip() and ncols != 1):
                         continue  # an empty line

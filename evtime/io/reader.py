@@ -180,7 +180,10 @@ class _Problems:
         self.first_row, self.reasons = first_row, {}
 
     def at(self, row: int) -> str:
-        line = self.lines.line(row) if self.lines else None
+        try:
+            line = self.lines.line(row) if self.lines else None
+        except (OSError, ValueError):  # the file cannot be read again: say the row
+            line = None
         return f"line {line}" if line is not None else f"row {row + 1}"
 
     def add(self, i: int, col: str | None, what: str) -> None:
@@ -375,7 +378,11 @@ def _read_chunk(c: Chunk, lay: Layout, opts: ReadOptions) -> Iterator[pa.RecordB
                     InputError(f"{c.file.shown}: line {line}: malformed CSV line: {what}")
                 ) from None
         raise in_task(
-            InputError(f"{c.file.shown}: after {probs.at(row)}: {formats._first_line(err)}")
+            InputError(
+                f"{c.file.shown}: "
+                f"{f'after {probs.at(row - 1)}' if row > c.first_row else 'at the start'}: "
+                f"{formats._first_line(err)}"
+            )
         ) from None
 
 
