@@ -44,13 +44,13 @@ def test_unparseable_time_names_file_row_value(run_cli, workdir):
     (workdir / "x.csv").write_text(
         "id,time\n1,2009-03-01T12:00:00Z\n2,2009-03-01T12:00:01Z\n3,yesterday\n"
     )
-    _fails(run_cli(*ADJ, "x.csv", "-o", "out.csv"), "x.csv", "row 3", "'time'", "'yesterday'")
+    _fails(run_cli(*ADJ, "x.csv", "-o", "out.csv"), "x.csv", "line 4", "'time'", "'yesterday'")
     assert sorted(p.name for p in workdir.iterdir()) == ["x.csv"]
 
 
 def test_null_time(run_cli, workdir):
     (workdir / "x.jsonl").write_text('{"time": "2009-03-01T12:00:00Z"}\n{"time": null}\n')
-    _fails(run_cli(*ADJ, "x.jsonl"), "x.jsonl", "row 2", "is empty")
+    _fails(run_cli(*ADJ, "x.jsonl"), "x.jsonl", "line 2", "'time'", "no time (empty)")
 
 
 def test_unknown_unit(run_cli):

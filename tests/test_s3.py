@@ -116,3 +116,58 @@ def test_state_runs_read_from_and_write_to_s3(run_cli, s3, bucket, tmp_path):
             return list(csv.DictReader(io.TextIOWrapper(fh)))
 
     assert [*rows("o0.csv"), *rows("o1.csv")] == rows("all.csv")
+
+
+@pytest.fixture
+def auth_enforced(s3):
+    """moto checks every request's credentials (its IAM knows no 'evtime-test' key): the
+    server runs in this process, so its setting is switched here, then back."""
+    from moto import settings
+
+    before = settings.INITIAL_NO_AUTH_ACTION_COUNT
+    settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
+    try:
+        yield
+    finally:
+        settings.INITIAL_NO_AUTH_ACTION_COUNT = before
+
+
+def _one_line(r, *words: str) -> str:
+    assert r.exit_code == 1, (r.exit_code, r.stderr)
+    lines = [line for line in r.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, r.stderr
+    for w in words:
+        assert w in lines[0], lines[0]
+    assert r.stdout == ""
+    return lines[0]
+
+
+def test_bad_credentials_reading_is_one_line(run_cli, s3, bucket, auth_enforced):
+    r = run_cli(*ADJ, f"s3://{bucket}/in/a-tuples.parquet")
+    _one_line(r, f"s3://{bucket}/in/a-tuples.parquet")
+    assert "evtime-test-secret" not in r.stderr
+
+
+def test_bad_credentials_writing_is_one_line(run_cli, s3, bucket, auth_enforced, workdir):
+    r = run_cli(*ADJ, SAMPLES / "tuples.parquet", "-o", f"s3://{bucket}/out/x.csv")
+    _one_line(r, f"s3://{bucket}/out/x.csv")
+    assert "evtime-test-secret" not in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["s3://no-such-bucket-evtime/x.parquet"],
+        [str(SAMPLES / "tuples.parquet"), "-o", "s3://no-such-bucket-evtime/o.csv"],
+    ],
+)
+def test_secret_never_in_verbose_errors(run_cli, s3, args):
+    r = run_cli(*ADJ, "-v", *args)
+    assert r.exit_code == 1
+    assert "evtime-test-secret" not in r.stderr
+
+
+def test_secret_never_in_verbose_auth_errors(run_cli, s3, bucket, auth_enforced):
+    r = run_cli(*ADJ, "-v", f"s3://{bucket}/in/a-tuples.parquet")
+    assert r.exit_code == 1
+    assert "evtime-test-secret" not in r.stderr

@@ -74,7 +74,7 @@ def adjust(**kw) -> None:
                 click.echo(str(done), err=True)
             return
     spark, df, lay, files = run.start(inp, ses)
-    read = run.count_read(df)  # on the checkpointed input, before any operator
+    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     own = lay.schema.names
     if kw["as_"] in own:
         raise UsageError(
@@ -104,6 +104,7 @@ def adjust(**kw) -> None:
         out.routes = ("out", "emit")
     else:
         df = engine.order(df)
+    df = run.with_rejected(df, inp)
     counts = run.write_and_publish(df, sinks, lay)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"])
 
@@ -117,13 +118,13 @@ def _stateful(kw, spec, ses, inp, started) -> None:
     try:
         spark, df, lay, files = run.start(inp, ses, run.state_opener(kw, "adjust", options, box))
         (stf,) = box
-        _stateful_run(kw, spec, ses, started, spark, df, lay, stf)
+        _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf)
     finally:
         for stf in box:
             stf.sd.close()  # the lock on DIR
 
 
-def _stateful_run(kw, spec, ses, started, spark, df, lay, stf) -> None:
+def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
     from pyspark.sql import functions as F
 
     from evtime.engine import adjust as engine
@@ -131,7 +132,8 @@ def _stateful_run(kw, spec, ses, started, spark, df, lay, stf) -> None:
     from evtime.io.reader import T
     from evtime.io.writer import Sink, output_format
 
-    read = run.count_read(df)
+    good = run.count_read(df)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + run.rejected_count(inp)
     own = lay.schema.names
     if kw["as_"] in own:
         raise UsageError(
@@ -172,8 +174,9 @@ def _stateful_run(kw, spec, ses, started, spark, df, lay, stf) -> None:
             ),
         ]
 
-    meta = {"command": "adjust", "arrivals": stf.st.arrivals + read}
-    counts = run.write_and_commit(engine.order(df), sinks, lay, stf, state_sinks, meta)
+    meta = {"command": "adjust", "arrivals": stf.st.arrivals + good}
+    df = run.with_rejected(engine.order(df), inp)
+    counts = run.write_and_commit(df, sinks, lay, stf, state_sinks, meta)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"], carried=stf.carried)
 
 

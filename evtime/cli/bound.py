@@ -7,7 +7,14 @@ import time
 import click
 
 from evtime.cli import options, run
-from evtime.cli.explain import explain_format, explain_output, plot_option, plot_title
+from evtime.cli.explain import (
+    explain_format,
+    explain_output,
+    file_source,
+    plot_option,
+    plot_title,
+    rejected_frame,
+)
 from evtime.units import UNITS
 
 EXAMPLES = """
@@ -259,12 +266,12 @@ def bound(**kw) -> None:
     jobs = [(engine.output(w, spec, names).withColumn(ROUTE, F.lit("out")), out, key_lay)]
     if kw["discards"]:
         late = engine.discards(cl, spec).withColumn(ROUTE, F.lit("discard"))
-        jobs.append((late, sinks[1], lay))
+        jobs.append((run.with_rejected(late, inp), sinks[1], lay))
     written = _write(jobs)
     n = {r[0]: r[1] for r in cl.groupBy(engine.DECISION).count().collect()}  # <= 4 rows
     counts = {
         "out": n.get(present.RELEASED, 0) + n.get(present.ADJUSTED, 0),
-        "discard": n.get(present.DISCARDED, 0),
+        "discard": n.get(present.DISCARDED, 0) + run.rejected_count(inp),
         "bound": n.get(present.BOUND, 0),
     }
     detail = f", adjusted {n[present.ADJUSTED]}" if n.get(present.ADJUSTED) else ""
@@ -327,6 +334,7 @@ def explain_bound(**kw) -> None:
         .otherwise("out"),
     )
     frame = sort_in_parts(frame, "arrival")
+    frame = rejected_frame(frame, inp, own, file_source(files))
     sink = Sink(
         "explain",
         ("out", "discard", "bound"),

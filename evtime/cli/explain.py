@@ -70,6 +70,38 @@ explain_output = options._stack(
 )
 
 
+def file_source(files):
+    """The explain ``source`` of a row: the file it came from."""
+    from pyspark.sql import functions as F
+
+    from evtime.io.reader import FILE
+
+    return F.element_at(F.array(*[F.lit(f.shown) for f in files]), F.col(FILE) + 1)
+
+
+def rejected_frame(frame, inp, own: list[tuple[str, str]], source, route="discard"):
+    """The explain frame followed by the rows of ``--bad-rows discard``: decision
+    discarded, the reason, their source and own columns, nothing else."""
+    if inp.rejected is None:
+        return frame
+    from pyspark.sql import functions as F
+
+    from evtime.engine import present
+    from evtime.io.writer import ROUTE
+
+    shown = {s: c for c, s in own}
+    types = dict(frame.dtypes)
+    # explain's own columns (time, evtime, ...) are unknown: null, not the row's same-named ones
+    cols = {
+        c: F.lit(None).cast(types[c])
+        for c in frame.columns
+        if c not in shown and c not in (ROUTE, "reason", "_evt_seq")
+    }
+    cols.update({"decision": F.lit(present.DISCARDED), "source": source})
+    cols.update({s: F.col(c) for s, c in shown.items() if s != c})
+    return run.with_rejected(frame, inp, cols, route)
+
+
 plot_option = options.section(
     "Output",
     click.option(
@@ -125,7 +157,7 @@ def explain_adjust(**kw) -> None:
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
     spark, df, lay, files = run.start(inp, ses)
-    read = run.count_read(df)  # on the checkpointed input, before any operator
+    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     df = engine.explain(engine.classify(df, spec), spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
     frame = present.explain_frame(df, ("ref",), own)
@@ -135,6 +167,7 @@ def explain_adjust(**kw) -> None:
         ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")
     )
     frame = sort_in_parts(frame, "arrival")
+    frame = rejected_frame(frame, inp, own, file_source(files))
     sink = Sink(
         "explain",
         ("out", "discard"),

@@ -131,6 +131,13 @@ def _setup(kw: dict, command: str, check=None):
             check(lay)
 
     spark, df, lay, files = run.start(inp, ses, checks)
+    if inp.rejected is not None:
+        from pyspark.sql import functions as F
+
+        from evtime.io.reader import FILE
+
+        groups = F.array(*[F.lit(f.group) for f in files])
+        inp.rejected = inp.rejected.withColumn(engine.SRC, F.element_at(groups, F.col(FILE) + 1))
     if kw["arrival"]:
         from evtime.engine.scan import order_arrivals
 
@@ -140,6 +147,14 @@ def _setup(kw: dict, command: str, check=None):
         df = order_arrivals(df, engine.NOW)
     df = engine.classify(engine.prepare(df, spec, [f.group for f in files]), spec)
     return ses, inp, spec, df, lay
+
+
+def _rejected_route():
+    from pyspark.sql import functions as F
+
+    from evtime.engine import merge as engine
+
+    return F.concat(F.lit("discard:"), F.col(engine.SRC).cast("string"))
 
 
 def _routes(spec) -> list[str]:
@@ -297,7 +312,12 @@ def merge(**kw) -> None:
             F.lit(1).alias("_evt_kind"),
         )
         rows = rows.unionByName(bounds, allowMissingColumns=True)
-    rows = sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind")
+    rows = run.with_rejected(
+        sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind"),
+        inp,
+        {source_as: engine._source_name(spec)},
+        _rejected_route(),
+    )
     counts = run.write_and_publish(rows, sinks, lay)
     _summary("merge", ses, spec, counts, started)
 
@@ -307,6 +327,7 @@ from evtime.cli.explain import (  # noqa: E402
     explain_output,
     plot_option,
     plot_title,
+    rejected_frame,
 )
 
 
@@ -356,7 +377,9 @@ def explain_merge(**kw) -> None:
     sink = Sink(
         "explain", tuple(_routes(spec)), output, fmt, cols, list(present.NS_COLUMNS), overwrite
     )
-    frame = sort_in_parts(frame, "arrival", SEQ)
+    frame = rejected_frame(
+        sort_in_parts(frame, "arrival", SEQ), inp, own, engine._source_name(spec), _rejected_route()
+    )
     counts = run.write_and_publish(frame, [sink], lay)
     if plot_path:
         plot.plot(

@@ -123,6 +123,16 @@ _input_rest = (
         help="Arrival order from this column instead of file and row order (ties: input order).",
     ),
     click.option(
+        "--bad-rows",
+        type=click.Choice(["fail", "discard"]),
+        default="fail",
+        show_default=True,
+        help="A bad row (a time that does not parse or is empty, a value that does not "
+        "convert, text that is not UTF-8, a CSV line with the wrong number of fields): stop "
+        "with an error naming file, line and column, or discard it with reason 'bad input: "
+        "...' (counted, written to --discards).",
+    ),
+    click.option(
         "--key",
         "keys",
         multiple=True,

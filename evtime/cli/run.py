@@ -30,6 +30,8 @@ class Inputs:
     input_format: str | None
     order_by: str | None
     keys: tuple[str, ...]
+    bad_rows: str = "fail"
+    rejected: object = None  # --bad-rows discard: the bad rows (a DataFrame), set by start()
 
 
 @dataclass
@@ -51,7 +53,16 @@ def inputs_of(kw: dict) -> Inputs:
     return Inputs(
         *(
             kw.pop(k)
-            for k in ("inputs", "time_col", "time_format", "tz", "input_format", "order_by", "keys")
+            for k in (
+                "inputs",
+                "time_col",
+                "time_format",
+                "tz",
+                "input_format",
+                "order_by",
+                "keys",
+                "bad_rows",
+            )
         )
     )
 
@@ -85,7 +96,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
     from evtime.io.sources import expand_inputs
     from evtime.session import SessionOptions, build_session
 
-    opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz)
+    opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz, inp.bad_rows)
     files, lay = [], None
     if inp.inputs or before_spark is None:
         files = expand_inputs(list(inp.inputs), inp.input_format)
@@ -113,11 +124,49 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         df, lay = reader.read(spark, files, opts, lay)
     else:  # `--state DIR --flush` without input
         df = spark.createDataFrame([], reader.spark_schema(lay))
-    if inp.order_by:
-        from evtime.engine.scan import order_arrivals
+    from evtime.engine.scan import order_arrivals
 
+    if inp.bad_rows == "discard":
+        # bad rows have no time: they never reach the operator (inp.rejected, see
+        # with_rejected); the others are numbered again so arrivals stay dense
+        from pyspark.sql import functions as F
+
+        inp.rejected = df.where(F.col(reader.BAD).isNotNull())
+        df = df.where(F.col(reader.BAD).isNull()).drop(reader.BAD)
+        if not inp.order_by and inp.rejected.limit(1).count():
+            df = order_arrivals(df, reader.SEQ)
+    if inp.order_by:
         df = order_arrivals(df, inp.order_by)
     return spark, df, lay, files
+
+
+def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard"):
+    """``df`` followed by the bad rows of ``--bad-rows discard`` (in file order), routed to
+    ``route`` with their reason in ``reason`` plus ``columns`` (name -> Column); columns
+    they lack are null.  Written after ``df``'s rows, whatever its order."""
+    if inp.rejected is None:
+        return df
+    from pyspark.sql import functions as F
+
+    from evtime.engine.scan import AFTER_PARTS
+    from evtime.io.reader import BAD, FILE, PART, ROW
+    from evtime.io.writer import ROUTE
+
+    route_col = F.lit(route) if isinstance(route, str) else route
+    bad = inp.rejected.sort(FILE, ROW).withColumns(
+        {ROUTE: route_col, "reason": F.col(BAD), **(columns or {})}
+    )
+    bad = bad.select(*[c for c in df.columns if c in bad.columns])
+    types = dict(df.dtypes)
+    missing = {c: F.lit(None).cast(types[c]) for c in df.columns if c not in bad.columns}
+    bad = bad.withColumns(missing)
+    if PART in df.columns:  # df is in numbered parts: the bad rows' parts come after them all
+        bad = bad.withColumn(PART, F.lit(AFTER_PARTS) + F.spark_partition_id())
+    return df.unionByName(bad.select(*df.columns))
+
+
+def rejected_count(inp: Inputs) -> int:
+    return 0 if inp.rejected is None else inp.rejected.count()
 
 
 def discards_sink(
@@ -285,10 +334,10 @@ def write_and_commit(df, sinks, lay, stf: Stateful, state_sinks, meta: dict) -> 
     return counts
 
 
-def count_read(df) -> int:
+def count_read(df, inp: Inputs | None = None) -> int:
     """Rows read, counted on the input itself (checkpointed: no second read of the files),
-    so the summary's accounting is a real check of the operator."""
-    return df.count()
+    so the summary's accounting is a real check of the operator; bad rows count."""
+    return df.count() + (rejected_count(inp) if inp is not None else 0)
 
 
 def summary(

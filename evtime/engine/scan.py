@@ -25,6 +25,7 @@ from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ
 
 UNBOUNDED = Window.unboundedPreceding
 BUCKET_BITS = 10  # up to 1024 value buckets for searches and output positions
+AFTER_PARTS = 1 << BUCKET_BITS  # part numbers from here on come after every sorted part
 
 
 def running(

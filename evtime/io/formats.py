@@ -5,8 +5,12 @@ Used on the driver (schemas: first block only) and inside Spark tasks (all rows)
 
 from __future__ import annotations
 
+import csv
 import functools
-from collections.abc import Iterator
+import io
+import sys
+from bisect import bisect_right
+from collections.abc import Callable, Iterator
 
 import fsspec
 import pyarrow as pa
@@ -18,19 +22,34 @@ from evtime.errors import InputError
 from evtime.io.sources import InputFile
 
 BLOCK = 1 << 22  # 4 MiB: CSV/JSON block, also what types are guessed from
+MAX_BLOCK = 1 << 30  # a longer line than this is refused
+CSV_NULLS = pcsv.ConvertOptions().null_values  # what pyarrow's CSV reader takes for null
 
 
 def _open(f: InputFile):
     return fsspec.open(f.url, "rb", compression="infer").open()
 
 
-def _csv_convert(schema: pa.Schema | None) -> pcsv.ConvertOptions:
+def _csv_convert(schema: pa.Schema | None, as_bytes: bool = False) -> pcsv.ConvertOptions:
     # Times stay text (evtime parses them itself, to the nanosecond); empty cells are null
-    # except in text columns, so CSV text comes back unchanged.
+    # except in text columns, so CSV text comes back unchanged.  ``as_bytes``: every column
+    # as raw bytes, converted by the caller one row at a time where a value is bad.
     kw: dict = {"timestamp_parsers": [], "strings_can_be_null": False}
     if schema is not None:
-        kw["column_types"] = {f.name: f.type for f in schema}
+        kw["column_types"] = {f.name: pa.binary() if as_bytes else f.type for f in schema}
     return pcsv.ConvertOptions(**kw)
+
+
+def _csv_parse(on_malformed: Callable[[], str] | None) -> pcsv.ParseOptions:
+    """``on_malformed()`` is called for a line with too many or too few fields and says
+    'skip' or 'error'."""
+    if on_malformed is None:
+        return pcsv.ParseOptions()
+    return pcsv.ParseOptions(invalid_row_handler=lambda row: on_malformed())
+
+
+def _too_long(err: BaseException) -> bool:
+    return "straddl" in str(err)  # a row longer than the block
 
 
 def _json_parse(schema: pa.Schema | None) -> pjson.ParseOptions:
@@ -39,30 +58,47 @@ def _json_parse(schema: pa.Schema | None) -> pjson.ParseOptions:
     return pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
 
 
-def _csv_type(t: pa.DataType) -> pa.DataType:
-    return pa.string() if pa.types.is_null(t) else t
-
-
 @functools.lru_cache(maxsize=4096)
 def file_schema(f: InputFile) -> pa.Schema:
-    """The columns and types of one file (CSV/JSON types guessed from the first block)."""
+    """The columns and types of one file (CSV/JSON types guessed from the first block; a
+    column with no value there is of type null)."""
     try:
-        with _open(f) as fh:
-            if f.fmt == "parquet":
+        if f.fmt == "parquet":
+            with _open(f) as fh:
                 return pq.ParquetFile(fh).schema_arrow
-            if f.fmt == "csv":
-                reader = pcsv.open_csv(
-                    fh,
-                    read_options=pcsv.ReadOptions(block_size=BLOCK),
-                    convert_options=_csv_convert(None),
-                )
-                return pa.schema([pa.field(c.name, _csv_type(c.type)) for c in reader.schema])
-            reader = pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=BLOCK))
-            return pa.schema([pa.field(c.name, _csv_type(c.type)) for c in reader.schema])
+        block = BLOCK
+        while True:
+            try:
+                return _guess_schema(f, block)
+            except pa.ArrowInvalid as err:
+                if not _too_long(err) or block >= MAX_BLOCK:
+                    raise
+                block *= 4
     except FileNotFoundError:
         raise InputError(f"{f.shown}: no such file") from None
     except (pa.ArrowInvalid, OSError) as err:
         raise InputError(f"{f.shown}: cannot read as {f.fmt}: {_first_line(err)}") from None
+
+
+def _guess_schema(f: InputFile, block: int) -> pa.Schema:
+    with _open(f) as fh:
+        if f.fmt == "csv":
+            # malformed lines are left out here; reading the rows reports them
+            reader = pcsv.open_csv(
+                fh,
+                read_options=pcsv.ReadOptions(block_size=block),
+                parse_options=_csv_parse(lambda: "skip"),
+                convert_options=_csv_convert(None),
+            )
+            # CSV is text: a column guessed as bytes has a value that is not UTF-8
+            return pa.schema(
+                [
+                    pa.field(c.name, pa.string() if pa.types.is_binary(c.type) else c.type)
+                    for c in reader.schema
+                ]
+            )
+        reader = pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block))
+        return reader.schema
 
 
 def parquet_row_groups(f: InputFile) -> list[int]:
@@ -73,30 +109,136 @@ def parquet_row_groups(f: InputFile) -> list[int]:
 
 
 def read_batches(
-    f: InputFile, schema: pa.Schema, row_groups: list[int] | None = None
+    f: InputFile,
+    schema: pa.Schema,
+    row_groups: list[int] | None = None,
+    on_malformed: Callable[[], str] | None = None,
 ) -> Iterator[pa.RecordBatch]:
-    """The file's rows in file order, as batches with (a subset of) ``schema``'s columns."""
-    with _open(f) as fh:
-        if f.fmt == "parquet":
+    """The file's rows in file order, as batches with (a subset of) ``schema``'s columns.
+
+    CSV/JSON blocks grow when a line is longer than one.  A CSV value that does not convert
+    (or is not UTF-8) makes the rest of the file come as raw bytes (``binary`` columns):
+    the caller converts them and finds the bad values.  ``on_malformed`` (CSV) decides
+    about lines with the wrong number of fields."""
+    if f.fmt == "parquet":
+        with _open(f) as fh:
             pf = pq.ParquetFile(fh)
             names = [n for n in schema.names if n in pf.schema_arrow.names]
             yield from pf.iter_batches(batch_size=65536, row_groups=row_groups, columns=names)
-        elif f.fmt == "csv":
-            own = file_schema(f)
-            want = pa.schema(
-                [schema.field(n) if n in schema.names else own.field(n) for n in own.names]
-            )
-            yield from pcsv.open_csv(
-                fh,
-                read_options=pcsv.ReadOptions(block_size=BLOCK),
-                convert_options=_csv_convert(want),
-            )
-        else:
-            yield from pjson.open_json(
-                fh,
-                read_options=pjson.ReadOptions(block_size=BLOCK),
-                parse_options=_json_parse(schema),
-            )
+        return
+    done, block, as_bytes = 0, BLOCK, False
+    while True:
+        skip = done
+        try:
+            with _open(f) as fh:
+                for b in _text_batches(f, fh, schema, block, as_bytes, on_malformed):
+                    if skip >= b.num_rows:
+                        skip -= b.num_rows
+                        continue
+                    if skip:
+                        b, skip = b.slice(skip), 0
+                    done += b.num_rows
+                    yield b
+            return
+        except pa.ArrowInvalid as err:
+            # start again (skipping the rows already given) with a bigger block or as bytes
+            if _too_long(err) and block < MAX_BLOCK:
+                block *= 4
+            elif (
+                f.fmt == "csv"
+                and not as_bytes
+                and ("conversion error" in str(err) or "UTF8" in str(err))
+            ):
+                as_bytes = True
+            else:
+                raise
+
+
+def _text_batches(f, fh, schema, block, as_bytes, on_malformed) -> Iterator[pa.RecordBatch]:
+    if f.fmt == "csv":
+        own = file_schema(f)
+        want = pa.schema(
+            [schema.field(n) if n in schema.names else own.field(n) for n in own.names]
+        )
+        yield from pcsv.open_csv(
+            fh,
+            read_options=pcsv.ReadOptions(block_size=block),
+            parse_options=_csv_parse(on_malformed),
+            convert_options=_csv_convert(want, as_bytes),
+        )
+    else:
+        yield from pjson.open_json(
+            fh,
+            read_options=pjson.ReadOptions(block_size=block),
+            parse_options=_json_parse(schema),
+        )
+
+
+def _until_error(reader) -> Iterator[list[str]]:
+    """The records of a csv.reader up to one it cannot read (a NUL byte, ...)."""
+    try:
+        yield from reader
+    except csv.Error:
+        return
+
+
+class Lines:
+    """Where a file's rows are: data row (0-based) -> line (1-based, as an editor counts;
+    a CSV header is line 1), and the CSV lines with the wrong number of fields.  One scan
+    of the file, done only for a file with a bad row."""
+
+    def __init__(self, f: InputFile):
+        self.f = f
+        self._starts: list[int] | None = None  # rows where (line - row) changes
+        self._offsets: list[int] = []
+        self.malformed: list[tuple[int, int, str]] = []  # (line, row before it, what)
+
+    def _scan(self) -> None:
+        starts, offsets = [], []
+
+        def row_at(row: int, line: int) -> None:
+            if not offsets or offsets[-1] != line - row:
+                starts.append(row)
+                offsets.append(line - row)
+
+        with _open(self.f) as raw:
+            text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
+            row = 0
+            if self.f.fmt == "csv":
+                csv.field_size_limit(sys.maxsize)
+                reader = csv.reader(text)
+                ncols, end = None, 0
+                for rec in _until_error(reader):
+                    start, end = end + 1, reader.line_num
+                    if not rec or (len(rec) == 1 and not rec[0].strip() and ncols != 1):
+                        continue  # an empty line
+                    if ncols is None:
+                        ncols = len(rec)  # the header
+                        continue
+                    if len(rec) != ncols:
+                        quote = " (an unbalanced quote?)" if end > start else ""
+                        what = f"expected {ncols} fields, got {len(rec)}{quote}"
+                        self.malformed.append((start, row, what))
+                        continue
+                    row_at(row, start)
+                    row += 1
+            else:
+                for i, line in enumerate(text, 1):
+                    if line.strip():
+                        row_at(row, i)
+                        row += 1
+        self._starts, self._offsets = starts, offsets
+
+    def scan(self) -> Lines:
+        if self._starts is None:
+            self._scan()
+        return self
+
+    def line(self, row: int) -> int | None:
+        """The line of data row ``row``, or None if the scan did not see it."""
+        self.scan()
+        i = bisect_right(self._starts, row) - 1
+        return row + self._offsets[i] if i >= 0 else None
 
 
 def _first_line(err: BaseException) -> str:

@@ -74,7 +74,8 @@ def sample(
     if keys:
         cols.append(_key(keys).alias("key"))
     keep = (F.col("arrival") % k == 0) | (F.col("decision") == "discarded")
-    rows = frame.where(keep).select(*cols).limit(2 * MAX_POINTS)
+    # rows of --bad-rows discard have no arrival and no time: nothing to draw
+    rows = frame.where(keep & F.col("arrival").isNotNull()).select(*cols).limit(2 * MAX_POINTS)
     return [r.asDict() for r in rows.collect()], k  # bounded by limit()
 
 

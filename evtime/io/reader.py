@@ -9,6 +9,12 @@ TimestampType.  Every row gets:
 * ``_evt_seq``   an int64 increasing in arrival order (file << 40 | row);
 * ``_evt_chunk`` ``_evt_seq >> 20``: consecutive runs of arrivals, the units of the scans.
 
+Bad input (a time that does not parse or is empty, a value that does not convert, text
+that is not UTF-8, a CSV line with the wrong number of fields) is an error naming file,
+line (as an editor counts them: a CSV header is line 1; Parquet: row) and column
+(``--bad-rows fail``), or, with ``--bad-rows discard``, a row whose ``_evt_bad`` says why
+(``bad input: ... (file F line L column C)``), with ``_evt_t`` and the bad value null.
+
 Columns Spark cannot hold exactly (timestamps of any unit) travel as int64 in their own
 unit; :class:`Layout` remembers the Arrow types so writers restore them.
 """
@@ -28,6 +34,7 @@ from evtime.io.sources import InputFile
 from evtime.io.timeparse import format_ns, to_ns
 
 T, FILE, ROW, SEQ, CHUNK = "_evt_t", "_evt_file", "_evt_row", "_evt_seq", "_evt_chunk"
+BAD = "_evt_bad"  # --bad-rows discard: why the row cannot be used (null: a good row)
 SEQ_FILE_SHIFT = 40
 CHUNK_SHIFT = 20
 PART = "_evt_part"  # the output part of a row (engine.scan.sort_in_parts; the writer)
@@ -69,6 +76,7 @@ class ReadOptions:
     time: str | None = None
     time_format: str | None = None
     tz: str | None = None
+    bad_rows: str = "fail"  # or "discard"
 
 
 def suggest(name: str, names: list[str]) -> str:
@@ -100,7 +108,15 @@ def _unify(files: list[InputFile], time_col: str | None) -> pa.Schema:
                     f"column {fld.name!r} is {have} in {where} but {t} in {f.shown}: "
                     "give all inputs the same type"
                 )
-    return pa.schema([pa.field(n, t) for n, (t, _) in fields.items()])
+    # a CSV/JSON column without a value (in the first block, or a file with a header only)
+    # is text, unless another file says otherwise
+    text = any(f.fmt != "parquet" for f in files)
+    return pa.schema(
+        [
+            pa.field(n, pa.string() if text and pa.types.is_null(t) else t)
+            for n, (t, _) in fields.items()
+        ]
+    )
 
 
 def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
@@ -151,22 +167,113 @@ def chunks(files: list[InputFile]) -> list[Chunk]:
     return out
 
 
-def _time_ns(
-    arr: pa.Array, f: InputFile, first_row: int, lay: Layout, opts: ReadOptions
-) -> pa.Array:
+class _Problems:
+    """Bad values of one file: an error at once (--bad-rows fail), or a reason per row."""
+
+    def __init__(self, f: InputFile, opts: ReadOptions):
+        self.f, self.discard = f, opts.bad_rows == "discard"
+        self.lines = formats.Lines(f) if f.fmt in ("csv", "jsonl") else None
+        self.first_row = 0
+        self.reasons: dict[int, str] = {}  # index in the batch -> reason
+        self.malformed = 0  # CSV lines with the wrong number of fields seen (discard)
+
+    def batch(self, first_row: int) -> None:
+        self.first_row, self.reasons = first_row, {}
+
+    def at(self, row: int) -> str:
+        try:
+            line = self.lines.line(row) if self.lines else None
+        except (OSError, ValueError):  # the file cannot be read again: say the row
+            line = None
+        return f"line {line}" if line is not None else f"row {row + 1}"
+
+    def add(self, i: int, col: str | None, what: str) -> None:
+        at = self.at(self.first_row + i)
+        if not self.discard:
+            column = f", column {col!r}" if col else ""
+            raise in_task(InputError(f"{self.f.shown}: {at}{column}: {what}"))
+        if i not in self.reasons:
+            column = f" column {col}" if col else ""
+            self.reasons[i] = f"bad input: {what} (file {self.f.shown} {at}{column})"
+
+    def on_malformed(self) -> str:
+        self.malformed += 1
+        return "skip" if self.discard else "error"
+
+    def reason_array(self, n: int) -> pa.Array:
+        if not self.reasons:
+            return pa.nulls(n, pa.string())
+        return pa.array([self.reasons.get(i) for i in range(n)], pa.string())
+
+
+def _time_ns(arr: pa.Array, f: InputFile, lay: Layout, opts: ReadOptions, probs: _Problems):
     try:
         ns = to_ns(arr, opts.time_format, opts.tz)
     except (ValueError, pa.ArrowInvalid) as err:
         raise in_task(InputError(f"{f.shown}: column {lay.time_col!r}: {err}")) from None
     if ns.null_count:
-        bad = pc.index(pc.is_null(ns), True).as_py()
-        value = arr[bad].as_py()
-        what = "is empty" if value is None else f"cannot be read as a time: {value!r}"
         fmt = f" (--time-format {opts.time_format})" if opts.time_format else ""
-        raise in_task(
-            InputError(f"{f.shown}: row {first_row + bad + 1}: column {lay.time_col!r} {what}{fmt}")
-        )
+        for i in pc.indices_nonzero(pc.is_null(ns)).to_pylist():
+            value = arr[i].as_py()
+            if value in (None, ""):
+                probs.add(i, lay.time_col, "no time (empty)")
+            else:
+                shown = (
+                    value if not isinstance(value, str) or len(value) <= 40 else value[:40] + "..."
+                )
+                probs.add(i, lay.time_col, f"cannot be read as a time: {shown!r}{fmt}")
     return ns
+
+
+def _text(arr: pa.Array, name: str, probs: _Problems) -> pa.Array:
+    """CSV bytes -> text; a value that is not UTF-8 is a problem (and null)."""
+    try:
+        return arr.cast(pa.string())
+    except pa.ArrowInvalid:
+        pass
+    out: list[str | None] = []
+    for i, v in enumerate(arr.to_pylist()):
+        try:
+            out.append(None if v is None else v.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            probs.add(i, name, f"not UTF-8 text (byte 0x{v[err.start]:02x})")
+            out.append(None)
+    return pa.array(out, pa.string())
+
+
+def _convert(arr: pa.Array, want: pa.DataType, name: str, probs: _Problems) -> pa.Array:
+    """A CSV column read as bytes -> its type, finding the values that do not convert."""
+    text = _text(arr, name, probs)
+    if pa.types.is_string(want) or pa.types.is_large_string(want):
+        return text.cast(want)
+    text = pc.if_else(
+        pc.is_in(text, pa.array(formats.CSV_NULLS, pa.string())), pa.scalar(None, pa.string()), text
+    )
+    try:
+        return text.cast(want)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    out = []
+    for i, v in enumerate(text.to_pylist()):
+        try:
+            out.append(None if v is None else pa.array([v]).cast(want)[0].as_py())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            shown = v if len(v) <= 40 else v[:40] + "..."
+            probs.add(i, name, f"{shown!r} is not {want}")
+            out.append(None)
+    return pa.array(out, want)
+
+
+def _from_bytes(batch: pa.RecordBatch, lay: Layout, probs: _Problems) -> pa.RecordBatch:
+    """A CSV batch read as raw bytes (it has a bad value) -> the layout's types."""
+    arrays = []
+    for name in batch.schema.names:
+        arr = batch.column(name)
+        want = lay.schema.field(name).type if name in lay.schema.names else pa.string()
+        if pa.types.is_binary(arr.type) and not pa.types.is_binary(want):
+            arr = _convert(arr, want, name, probs)
+        arrays.append(arr)
+    return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
 def _carry(batch: pa.RecordBatch, lay: Layout, f: InputFile, first_row: int) -> list[pa.Array]:
@@ -197,36 +304,90 @@ def _carry(batch: pa.RecordBatch, lay: Layout, f: InputFile, first_row: int) -> 
     return cols
 
 
+def _names(lay: Layout, opts: ReadOptions) -> list[str]:
+    return [
+        *lay.schema.names,
+        T,
+        FILE,
+        ROW,
+        SEQ,
+        CHUNK,
+        *([BAD] if opts.bad_rows == "discard" else []),
+    ]
+
+
+def _hidden(f: InputFile, rows: pa.Array) -> list[pa.Array]:
+    seq = pc.add(rows, f.index << SEQ_FILE_SHIFT)
+    return [
+        pa.array([f.index] * len(rows), pa.int32()),
+        rows,
+        seq,
+        pc.shift_right(seq, CHUNK_SHIFT),
+    ]
+
+
+def _malformed_rows(lay: Layout, probs: _Problems) -> pa.RecordBatch:
+    """--bad-rows discard: the CSV lines with the wrong number of fields, as rows with no
+    values and a reason."""
+    bad = probs.lines.scan().malformed
+    n = len(bad)
+    reasons = [
+        f"bad input: malformed CSV line: {what} (file {probs.f.shown} line {line})"
+        for line, _, what in bad
+    ]
+    rows = pa.array([row for _, row, _ in bad], pa.int64())
+    cols = [pa.nulls(n, t) for t in lay.carried.types]
+    cols += [pa.nulls(n, pa.int64()), *_hidden(probs.f, rows), pa.array(reasons, pa.string())]
+    return pa.RecordBatch.from_arrays(cols, names=_names(lay, ReadOptions(bad_rows="discard")))
+
+
 def _read_chunk(c: Chunk, lay: Layout, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
     row = c.first_row
-    names = [*lay.schema.names, T, FILE, ROW, SEQ, CHUNK]
+    names = _names(lay, opts)
+    probs = _Problems(c.file, opts)
     try:
-        for batch in formats.read_batches(c.file, lay.schema, c.row_groups):
+        for batch in formats.read_batches(
+            c.file, lay.schema, c.row_groups, probs.on_malformed if c.file.fmt == "csv" else None
+        ):
             n = batch.num_rows
             if n == 0:
                 continue
             if lay.time_col not in batch.schema.names:
                 raise in_task(InputError(f"{c.file.shown}: no column {lay.time_col!r}"))
-            ns = _time_ns(batch.column(lay.time_col), c.file, row, lay, opts)
-            rows = pa.array(range(row, row + n), pa.int64())
-            seq = pc.add(rows, c.file.index << SEQ_FILE_SHIFT)
-            cols = [
-                *_carry(batch, lay, c.file, row),
-                ns,
-                pa.array([c.file.index] * n, pa.int32()),
-                rows,
-                seq,
-                pc.shift_right(seq, CHUNK_SHIFT),
-            ]
+            probs.batch(row)
+            batch = _from_bytes(batch, lay, probs)
+            ns = _time_ns(batch.column(lay.time_col), c.file, lay, opts, probs)
+            cols = [*_carry(batch, lay, c.file, row), ns]
+            cols += _hidden(c.file, pa.array(range(row, row + n), pa.int64()))
+            if probs.discard:
+                bad = probs.reason_array(n)
+                if probs.reasons:  # a bad row has no time
+                    cols[len(lay.schema)] = pc.if_else(
+                        pc.is_valid(bad), pa.scalar(None, pa.int64()), ns
+                    )
+                cols.append(bad)
             yield pa.RecordBatch.from_arrays(cols, names=names)
             row += n
+        if probs.malformed and probs.discard:
+            yield _malformed_rows(lay, probs)
     except (pa.ArrowInvalid, OSError) as err:
+        if c.file.fmt == "csv" and "CSV parse error" in str(err):
+            bad = probs.lines.scan().malformed
+            if bad:
+                line, _, what = bad[0]
+                raise in_task(
+                    InputError(f"{c.file.shown}: line {line}: malformed CSV line: {what}")
+                ) from None
         raise in_task(
-            InputError(f"{c.file.shown}: after row {row}: {formats._first_line(err)}")
+            InputError(
+                f"{c.file.shown}: "
+                f"{f'after {probs.at(row - 1)}' if row > c.first_row else 'at the start'}: "
+                f"{formats._first_line(err)}"
+            )
         ) from None
 
 
-def spark_schema(lay: Layout):  # -> pyspark StructType
+def spark_schema(lay: Layout, opts: ReadOptions | None = None):  # -> pyspark StructType
     from pyspark.sql.pandas.types import from_arrow_schema
 
     extra = [
@@ -236,6 +397,8 @@ def spark_schema(lay: Layout):  # -> pyspark StructType
         (SEQ, pa.int64()),
         (CHUNK, pa.int64()),
     ]
+    if opts is not None and opts.bad_rows == "discard":
+        extra.append((BAD, pa.string()))
     try:
         return from_arrow_schema(pa.schema([*lay.carried, *extra]))
     except TypeError as err:
@@ -249,7 +412,7 @@ def read(
     :func:`layout` when the caller already has it."""
     lay = lay or layout(files, opts)
     parts = chunks(files)
-    schema = spark_schema(lay)
+    schema = spark_schema(lay, opts)
 
     def read_ids(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:

@@ -74,7 +74,11 @@ def check_sink(sink: Sink) -> None:
     if sink.to_stdout:
         return
     fs, p = _fs(sink.path)
-    if fs.exists(p) and not sink.overwrite:
+    try:
+        exists = fs.exists(p)
+    except OSError as err:  # PermissionError: bad credentials, access denied
+        raise OutputError(f"{sink.path}: cannot write: {type(err).__name__}: {err}") from None
+    if exists and not sink.overwrite:
         raise OutputError(f"{sink.path} exists: use --overwrite to replace it")
     parent = os.path.dirname(p)
     if "file" in fs.protocol and parent and not os.path.isdir(parent):

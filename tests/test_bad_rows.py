@@ -1,0 +1,228 @@
+"""Bad input rows (issue 7): --bad-rows fail names file, line and column; --bad-rows discard
+turns them into discards with reason 'bad input: ...' that count in the summary and never
+move the bound."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from tests.test_bad_input import _fails
+
+ADJ = ["adjust", "--unit", "msec", "--range", "999"]
+HEAD = "id,time\n"
+T = "2009-03-01T12:00:0{}Z"
+
+
+def _rows(path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+def _write(workdir, name: str, text: str | bytes):
+    p = workdir / name
+    if isinstance(text, bytes):
+        p.write_bytes(text)
+    else:
+        p.write_text(text)
+    return p
+
+
+# A bad line in every way a CSV line can be bad; its line number (header = line 1) and
+# the words the one-line error must contain.
+CASES = {
+    "too_many_fields": (
+        HEAD + f"1,{T.format(0)}\n2,{T.format(1)},9\n3,{T.format(2)}\n",
+        3,
+        ["expected 2 fields, got 3"],
+    ),
+    "too_few_fields": (
+        HEAD + f"1,{T.format(0)}\n\n2\n3,{T.format(2)}\n",  # an empty line counts as a line
+        4,
+        ["expected 2 fields, got 1"],
+    ),
+    "unbalanced_quote": (
+        HEAD + f'1,{T.format(0)}\n"2,{T.format(1)}\n3,{T.format(2)}\n',
+        3,
+        ["unbalanced quote"],
+    ),
+    "unparsable_time": (
+        HEAD + f"1,{T.format(0)}\n2,yesterday\n3,{T.format(2)}\n",
+        3,
+        ["column 'time'", "cannot be read as a time: 'yesterday'"],
+    ),
+    "null_time": (HEAD + f"1,{T.format(0)}\n2,\n3,{T.format(2)}\n", 3, ["'time'", "empty"]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_line_fails_naming_file_line_column(run_cli, workdir, case):
+    text, line, words = CASES[case]
+    _write(workdir, "x.csv", text)
+    r = run_cli(*ADJ, "x.csv", "-o", "out.csv", "--discards", "late.csv")
+    _fails(r, "x.csv", f"line {line}", *words)
+    assert sorted(p.name for p in workdir.iterdir()) == ["x.csv"]  # nothing written
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_line_discarded_with_reason(run_cli, workdir, case):
+    text, line, words = CASES[case]
+    _write(workdir, "x.csv", text)
+    r = run_cli(*ADJ, "--bad-rows", "discard", "x.csv", "-o", "out.csv", "--discards", "late.csv")
+    assert r.exit_code == 0, r.stderr
+    # an unbalanced quote runs to the end of the file: the rest is one bad line
+    kept = ["1"] if case == "unbalanced_quote" else ["1", "3"]
+    assert f"read {len(kept) + 1}, released {len(kept)}, discarded 1" in r.stderr
+    assert [x["id"] for x in _rows(workdir / "out.csv")] == kept
+    (late,) = _rows(workdir / "late.csv")
+    assert late["reason"].startswith("bad input: ")
+    assert f"(file x.csv line {line}" in late["reason"]
+    assert late["arrival"] == "" and late["bound"] == ""
+
+
+def test_non_utf8_byte(run_cli, workdir):
+    _write(
+        workdir,
+        "x.csv",
+        (HEAD + f"1,{T.format(0)}\n").encode() + b"\xff\xfe,2009-03-01T12:00:01Z\n",
+    )
+    _fails(run_cli(*ADJ, "x.csv"), "x.csv", "line 3", "column 'id'", "not UTF-8", "0xff")
+    r = run_cli(*ADJ, "--bad-rows", "discard", "x.csv", "--discards", "late.csv")
+    assert r.exit_code == 0, r.stderr
+    assert [x["id"] for x in r.csv()] == ["1"]
+    (late,) = _rows(workdir / "late.csv")
+    assert late["id"] == "" and "not UTF-8" in late["reason"]
+    assert "(file x.csv line 3 column id)" in late["reason"]
+
+
+def test_value_that_does_not_convert(run_cli, workdir):
+    # types are guessed from the first 4 MiB: a later value may not fit the guess
+    n = 200_000
+    lines = [f"{i},{'p' * 20},{T.format(0)}" for i in range(n)]
+    lines.append(f"oops,{'p' * 20},{T.format(1)}")
+    _write(workdir, "x.csv", "v,pad,time\n" + "\n".join(lines) + "\n")
+    _fails(run_cli(*ADJ, "x.csv"), "x.csv", f"line {n + 2}", "column 'v'", "'oops' is not int64")
+    r = run_cli(*ADJ, "--bad-rows", "discard", "x.csv", "-o", "out.parquet", "--discards", "d.csv")
+    assert r.exit_code == 0, r.stderr
+    assert f"read {n + 1}, released {n}, discarded 1" in r.stderr
+    (late,) = _rows(workdir / "d.csv")
+    assert late["v"] == "" and late["pad"] == "p" * 20
+    assert f"(file x.csv line {n + 2} column v)" in late["reason"]
+
+
+def test_ten_megabyte_line_is_read(run_cli, workdir):
+    big = "x" * (10 << 20)
+    _write(
+        workdir,
+        "x.csv",
+        f"id,pad,time\n1,a,{T.format(0)}\n2,{big},{T.format(1)}\n3,b,{T.format(2)}\n",
+    )
+    r = run_cli(*ADJ, "x.csv", "-o", "out.csv")
+    assert r.exit_code == 0, r.stderr
+    limit = csv.field_size_limit(1 << 30)
+    try:
+        out = _rows(workdir / "out.csv")
+    finally:
+        csv.field_size_limit(limit)
+    assert [x["id"] for x in out] == ["1", "2", "3"] and out[1]["pad"] == big
+
+
+def test_jsonl_null_time_line(run_cli, workdir):
+    _write(workdir, "x.jsonl", f'{{"time": "{T.format(0)}"}}\n\n{{"time": null}}\n')
+    _fails(run_cli(*ADJ, "x.jsonl"), "x.jsonl", "line 3", "'time'", "empty")
+
+
+def test_empty_file_fails_even_with_discard(run_cli, workdir):
+    _write(workdir, "x.csv", "")
+    _fails(run_cli(*ADJ, "--bad-rows", "discard", "x.csv"), "x.csv", "Empty CSV file", status=1)
+
+
+def test_header_only_file_is_zero_rows(run_cli, workdir):
+    _write(workdir, "x.csv", HEAD)
+    r = run_cli(*ADJ, "x.csv")
+    assert r.exit_code == 0, r.stderr
+    assert "read 0, released 0, discarded 0" in r.stderr
+
+
+def test_missing_column_and_type_conflict_fail_even_with_discard(run_cli, workdir):
+    _write(workdir, "a.csv", f"v,time\n1,{T.format(0)}\n")
+    _write(workdir, "b.csv", f"v,time\nx,{T.format(1)}\n")
+    _write(workdir, "c.csv", "v\n1\n")
+    _fails(run_cli(*ADJ, "--bad-rows", "discard", "a.csv", "b.csv"), "'v'", "a.csv", "b.csv")
+    _fails(run_cli(*ADJ, "--bad-rows", "discard", "a.csv", "c.csv"), "c.csv", "'time'")
+    assert sorted(p.name for p in workdir.iterdir()) == ["a.csv", "b.csv", "c.csv"]
+
+
+def test_bad_rows_do_not_move_the_reference(run_cli, workdir):
+    # the malformed line carries a far-future time: were it read, 1 and 3 would be late
+    _write(
+        workdir,
+        "x.csv",
+        HEAD + f"1,{T.format(0)}\n2,2030-01-01T00:00:00Z,extra\n3,{T.format(1)}\n",
+    )
+    r = run_cli(*ADJ, "--bad-rows", "discard", "x.csv")
+    assert r.exit_code == 0, r.stderr
+    assert [x["id"] for x in r.csv()] == ["1", "3"]
+    assert "read 3, released 2, discarded 1" in r.stderr
+
+
+def test_explain_adjust_shows_bad_rows_as_discarded(run_cli, workdir):
+    _write(workdir, "x.csv", HEAD + f"1,{T.format(0)}\n2,never\n3,{T.format(1)}\n")
+    r = run_cli("explain", *ADJ, "--bad-rows", "discard", "--format", "csv", "x.csv")
+    assert r.exit_code == 0, r.stderr
+    rows = r.csv()
+    assert [(x["id"], x["decision"]) for x in rows] == [
+        ("1", "released"),
+        ("3", "released"),
+        ("2", "discarded"),
+    ]
+    assert rows[2]["source"] == "x.csv" and rows[2]["reason"].startswith("bad input: ")
+    assert [x["arrival"] for x in rows] == ["1", "2", ""]
+    assert "read 3, released 2, discarded 1" in r.stderr
+
+
+def test_merge_bad_rows(run_cli, workdir):
+    _write(workdir, "a.csv", HEAD + f"1,{T.format(0)}\n2,never\n3,{T.format(2)}\n")
+    _write(workdir, "b.csv", HEAD + f"4,{T.format(1)}\n5,{T.format(3)}\n")
+    _fails(run_cli("merge", "a.csv", "b.csv"), "a.csv", "line 3", "'time'")
+    r = run_cli("merge", "--bad-rows", "discard", "A=a.csv", "B=b.csv", "--discards", "d.csv")
+    assert r.exit_code == 0, r.stderr
+    assert [x["id"] for x in r.csv()] == ["1", "4", "3", "5"]
+    assert "read 5, released 4, discarded 1" in r.stderr
+    assert "A: read 3, released 2, discarded 1" in r.stderr
+    (late,) = _rows(workdir / "d.csv")
+    assert late["source"] == "A" and "bad input" in late["reason"]
+    x = run_cli(
+        "explain", "merge", "--bad-rows", "discard", "--format", "csv", "A=a.csv", "B=b.csv"
+    )
+    assert x.exit_code == 0, x.stderr
+    assert [(row["id"], row["decision"]) for row in x.csv()][-1] == ("2", "discarded")
+
+
+def test_bound_bad_rows(run_cli, workdir):
+    _write(
+        workdir,
+        "x.csv",
+        "v,time\n1,2009-03-01T12:00:00Z\n2,2009-03-01T12:00:30Z\nx,y,z\n3,2009-03-01T12:01:10Z\n",
+    )
+    args = ["bound", "--window", "1m", "--agg", "sum(v) AS s", "x.csv"]
+    _fails(run_cli(*args), "x.csv", "line 4", "expected 2 fields, got 3")
+    r = run_cli(*args, "--bad-rows", "discard", "--discards", "d.csv")
+    assert r.exit_code == 0, r.stderr
+    assert "read 4, released 3, discarded 1" in r.stderr
+    assert [x["s"] for x in r.csv()] == ["3", "3"]
+    (late,) = _rows(workdir / "d.csv")
+    assert "malformed CSV line" in late["reason"] and "line 4" in late["reason"]
+    x = run_cli("explain", *args, "--bad-rows", "discard", "--format", "csv")
+    assert x.exit_code == 0, x.stderr
+    assert [row["decision"] for row in x.csv()][-1] == "discarded"
+
+
+def test_header_only_file_next_to_typed_file(run_cli, workdir):
+    # a header-only file's columns have no type: the other files' types win
+    _write(workdir, "a.csv", "v,time\n")
+    _write(workdir, "b.csv", f"v,time\n1,{T.format(0)}\n")
+    r = run_cli("merge", "A=a.csv", "B=b.csv")
+    assert r.exit_code == 0, r.stderr
+    assert [x["v"] for x in r.csv()] == ["1"]
