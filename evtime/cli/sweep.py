@@ -1,0 +1,175 @@
+"""evtime sweep: what-if tables, one row per setting, from one pass over the data."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from evtime.cli import options, run
+from evtime.cli.lazy import LazyGroup
+from evtime.units import UNITS
+
+FORMATS = ["table", "csv", "jsonl", "parquet"]
+# columns of the result, after the setting's own column
+COLUMNS = (
+    "released",
+    "discarded",
+    "held_at_end",
+    "max_hold_rows",
+    "max_hold_time",
+    "mean_hold_time",
+)
+
+SWEEP_COMMANDS = {
+    "adjust": "evtime.cli.sweep:sweep_adjust",
+}
+
+
+@click.group(cls=LazyGroup, commands=SWEEP_COMMANDS)
+def sweep() -> None:
+    """What if: released, discarded and how long rows are held, for several settings of
+    one operator, computed in one pass over the data."""
+
+
+def _int_list(ctx, param, value):
+    try:
+        values = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r}: write integers separated by commas, e.g. 0,100,999"
+        ) from None
+    if not values:
+        raise click.BadParameter("give at least one value")
+    if any(v < 0 for v in values):
+        raise click.BadParameter(f"{value!r}: every value must be >= 0")
+    return values
+
+
+sweep_output = options._stack(
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        help="table (default on a terminal), csv (default otherwise), jsonl, parquet.",
+    ),
+    click.option(
+        "-o",
+        "--output",
+        metavar="PATH",
+        default="-",
+        show_default=True,
+        help="Where to write the table of settings.",
+    ),
+    click.option("--overwrite", is_flag=True, help="Replace an existing output."),
+)
+
+
+def _duration_text(ns: int | None) -> str | None:
+    """ns (>= 0) -> '0.999s', '90s', '1.000000001s' (as explain's reasons write them)."""
+    if ns is None:
+        return None
+    s, frac = divmod(ns, 1_000_000_000)
+    tail = f"{frac:09d}".rstrip("0")
+    return f"{s}.{tail}s" if tail else f"{s}s"
+
+
+def _publish(spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool) -> None:
+    """Write the (small) table of settings like explain writes its rows; the setting's
+    column is an integer when ``numeric``, else text (durations)."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from evtime.cli.explain import explain_format
+    from evtime.io.writer import ROUTE, Sink
+
+    types = {"max_hold_time": StringType(), "mean_hold_time": StringType()}
+    schema = StructType(
+        [
+            StructField(setting, LongType() if numeric else StringType()),
+            *[StructField(c, types.get(c, LongType())) for c in COLUMNS],
+            StructField(ROUTE, StringType()),
+            StructField("_evt_order", LongType()),
+        ]
+    )
+    data = [(r[setting], *[r[c] for c in COLUMNS], "out", i) for i, r in enumerate(rows)]
+    frame = spark.createDataFrame(data, schema).coalesce(1).sortWithinPartitions("_evt_order")
+    fmt = explain_format(kw["fmt"], kw["output"])
+    sink = Sink("sweep", ("out",), kw["output"], fmt, [setting, *COLUMNS], [], kw["overwrite"])
+    run.write_and_publish(frame, [sink], lay)
+
+
+def _rows(summary, shown: list, setting: str, read: int) -> list[dict]:
+    """The summary rows in setting order, checked: released + discarded = read."""
+    from evtime.errors import EvtimeError
+
+    got = {r["_evt_set"]: r for r in summary.collect()}  # one row per setting
+    rows = []
+    for i, value in enumerate(shown):
+        r = got.get(i)
+        released, discarded = (r["released"], r["discarded"]) if r else (0, 0)
+        if released + discarded != read:
+            raise EvtimeError(
+                f"internal error: {setting} {value}: read {read} rows but released "
+                f"{released} + discarded {discarded}; please report this"
+            )
+        rows.append(
+            {
+                setting: value,
+                "released": released,
+                "discarded": discarded,
+                "held_at_end": r["held_at_end"] if r else 0,
+                "max_hold_rows": r["max_hold_rows"] if r else None,
+                "max_hold_time": _duration_text(r["max_hold_ns"] if r else None),
+                "mean_hold_time": _duration_text(r["mean_hold_ns"] if r else None),
+            }
+        )
+    return rows
+
+
+def _done(command: str, ses: run.Session, read: int, n: int, started: float) -> None:
+    run.stop_progress()
+    if not ses.quiet:
+        click.echo(
+            f"evtime sweep {command}: read {read}, {n} settings "
+            f"({time.monotonic() - started:.1f}s)",
+            err=True,
+        )
+
+
+@click.command(
+    "adjust",
+    epilog="""
+\b
+Examples:
+  evtime sweep adjust --unit msec --range 0,100,500,999,5000 samples/tuples.parquet
+  evtime sweep adjust --unit usec --range 0,999 --key device --format csv 'in/*.parquet'
+""",
+)
+@click.option(
+    "--unit", required=True, type=click.Choice(list(UNITS)), help="Truncate times to this unit."
+)
+@click.option(
+    "--range",
+    "ranges",
+    required=True,
+    metavar="N,N,...",
+    callback=_int_list,
+    help="The ranges to try (integers >= 0, in units), comma-separated: one result row each.",
+)
+@sweep_output
+@options.input_options
+@options.session_options
+def sweep_adjust(**kw) -> None:
+    """What `evtime adjust --unit U --range N` would do, for every N given: rows released
+    and discarded, rows held to the end, the largest hold in arrivals and in time, and the
+    mean hold in time."""
+    started = time.monotonic()
+    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    from evtime.engine import sweep as engine
+
+    spark, df, lay, files = run.start(inp, ses)
+    read = run.count_read(df)
+    summary = engine.adjust(df, kw["unit"], kw["ranges"], inp.keys)
+    rows = _rows(summary, kw["ranges"], "range", read)
+    _publish(spark, rows, "range", kw, lay, numeric=True)
+    _done("adjust", ses, read, len(rows), started)

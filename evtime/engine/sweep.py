@@ -1,0 +1,94 @@
+"""What-if sweeps (``evtime sweep``): one operator evaluated for several settings at once.
+
+The part of the operator that does not depend on the setting is computed once (adjust: the
+reference time before each arrival, a prefix max over arrival order).  Then every row is
+copied once per setting, the copy carrying the setting's index (``SET``) and value, and the
+setting acts as one more key for the engine's own rules and searches (:func:`kept`,
+:func:`release_points`): one query plan for all settings, never one run per setting.
+
+Per setting the result is one row (:func:`summarise`):
+
+* ``released`` / ``discarded``: what the command would do with that setting;
+* ``held_at_end``: rows still held when the input ends (released by the end-of-input flush);
+* ``max_hold_rows``: the largest ``released_by - arrival`` over rows released by an
+  arrival (arrival numbers as in ``explain``: all keys and sources counted);
+* ``max_hold_ns`` / ``mean_hold_ns``: the largest and the mean hold in time over the same
+  rows, on the operator's clock (adjust: the reference time at release minus the row's
+  adjusted time).  Rows flushed at the end have no release time: they count only in
+  ``held_at_end``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from evtime.engine import adjust as adj
+from evtime.engine.scan import arrival_numbers
+from evtime.io.reader import SEQ
+
+SET, VALUE = "_evt_set", "_evt_value"
+REL = "_evt_sw_rel"  # arrival number of the releasing arrival (null: end of input)
+HOLD = "_evt_sw_hold"  # hold in time (ns) of a row released by an arrival
+SUMMARY = (
+    SET,
+    "released",
+    "discarded",
+    "held_at_end",
+    "max_hold_rows",
+    "max_hold_ns",
+    "mean_hold_ns",
+)
+
+
+def per_setting(df: DataFrame, values: Sequence[int]) -> DataFrame:
+    """Every row once per setting: ``SET`` (0-based index) and ``VALUE`` (the setting)."""
+    arr = F.array(
+        *[
+            F.struct(F.lit(i).alias(SET), F.lit(v).cast("long").alias(VALUE))
+            for i, v in enumerate(values)
+        ]
+    )
+    return df.withColumn("_evt_sw", F.explode(arr)).select(
+        *[c for c in df.columns],
+        F.col("_evt_sw")[SET].alias(SET),
+        F.col("_evt_sw")[VALUE].alias(VALUE),
+    )
+
+
+def summarise(df: DataFrame, keep: Column) -> DataFrame:
+    """One row per setting (columns ``SUMMARY``) from the rows copied per setting, with
+    ``keep`` (released, not discarded), ``REL`` and ``HOLD``; bound rows must be left out."""
+    by_arrival = keep & F.col(REL).isNotNull()
+    return (
+        df.groupBy(SET)
+        .agg(
+            F.count(F.when(keep, 1)).alias("released"),
+            F.count(F.when(~keep, 1)).alias("discarded"),
+            F.count(F.when(keep & F.col(REL).isNull(), 1)).alias("held_at_end"),
+            F.max(F.when(by_arrival, F.col(REL) - F.col("arrival"))).alias("max_hold_rows"),
+            F.max(F.when(by_arrival, F.col(HOLD))).alias("max_hold_ns"),
+            F.floor(F.avg(F.when(by_arrival, F.col(HOLD)))).cast("long").alias("mean_hold_ns"),
+        )
+        .select(*SUMMARY)
+    )
+
+
+def adjust(df: DataFrame, unit: str, ranges: Sequence[int], keys: Sequence[str]) -> DataFrame:
+    """``evtime adjust --unit UNIT --range N`` for every N in ``ranges``: one summary row per
+    range (index ``SET`` into ``ranges``).  The hold in time is the key's reference time at
+    release (the adjusted time of the releasing arrival) minus the row's adjusted time."""
+    spec = adj.AdjustSpec(unit, 0, tuple(keys))
+    base = adj.classify(df, spec)  # the reference time before each arrival: any range
+    base = arrival_numbers(base, "arrival").select(*keys, SEQ, adj.EVT, adj.REF_BEFORE, "arrival")
+    # cut the lineage: the copies and searches below read these rows several times
+    base = base.localCheckpoint()
+    rows = per_setting(base, [r * spec.unit_ns for r in ranges])
+    rows = rows.withColumn(adj.KEEP, adj.kept(F.col(VALUE)))
+    rows = adj.release_points(rows, [*keys, SET], F.col(VALUE), REL, carry=[SET])
+    ref_at = base.select(F.col("arrival").alias(REL), F.col(adj.EVT).alias("_evt_sw_ref"))
+    rows = rows.join(ref_at, REL, "left")
+    rows = rows.withColumn(HOLD, F.col("_evt_sw_ref") - F.col(adj.EVT))
+    return summarise(rows, F.col(adj.KEEP))

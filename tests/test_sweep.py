@@ -1,0 +1,187 @@
+"""evtime sweep: every setting's row equals what the operator does with that one setting,
+checked against the plain-Python reference models (tests/model/) on random streams, and
+the seed's known results as acceptance."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.conftest import SAMPLES
+from tests.model.adjust import adjust as model_adjust
+
+BASE = 1_235_909_722_000_000_000
+MS = 1_000_000
+
+SETTINGS = settings(
+    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+def _seconds(ns: int | None) -> str:
+    """The sweep's duration text: '0.999s', '2s'; '' when there is none."""
+    if ns is None:
+        return ""
+    s, frac = divmod(ns, 1_000_000_000)
+    tail = f"{frac:09d}".rstrip("0")
+    return f"{s}.{tail}s" if tail else f"{s}s"
+
+
+def expected_adjust(arrivals, unit_ns: int, range_n: int) -> dict[str, str]:
+    """One sweep row, as CSV text, from the reference model of `evtime adjust`."""
+    rows = model_adjust(arrivals, unit_ns, range_n)
+    kept = [r for r in rows if r.decision == "released"]
+    by_arrival = [r for r in kept if r.released_by != "end"]
+    # the reference time at release: the releasing arrival's (same key) ref after it
+    holds = [rows[r.released_by - 1].ref - r.evtime for r in by_arrival]
+    return {
+        "range": str(range_n),
+        "released": str(len(kept)),
+        "discarded": str(len(rows) - len(kept)),
+        "held_at_end": str(len(kept) - len(by_arrival)),
+        "max_hold_rows": str(max((r.released_by - r.arrival for r in by_arrival), default="")),
+        "max_hold_time": _seconds(max(holds, default=None)),
+        "mean_hold_time": _seconds(sum(holds) // len(holds) if holds else None),
+    }
+
+
+streams = st.lists(
+    st.tuples(st.sampled_from(["a", "b"]), st.integers(-3_000, 3_000)), min_size=1, max_size=50
+)
+
+
+@SETTINGS
+@given(
+    rows=streams,
+    ranges=st.lists(st.integers(0, 3_000), min_size=1, max_size=4),
+    keyed=st.booleans(),
+)
+def test_sweep_adjust_equals_model(run_cli, tmp_path, rows, ranges, keyed):
+    path = tmp_path / "in.parquet"
+    times = [BASE + d * 777_000 for _, d in rows]  # 0.777 ms apart: msec truncation matters
+    pq.write_table(
+        pa.table({"k": [k for k, _ in rows], "time": pa.array(times, pa.timestamp("ns"))}),
+        path,
+        row_group_size=7,  # several reading tasks and scan chunks
+    )
+    r = run_cli(
+        "sweep",
+        "adjust",
+        "--unit",
+        "msec",
+        "--range",
+        ",".join(map(str, ranges)),
+        "--format",
+        "csv",
+        path,
+        *(["--key", "k"] if keyed else []),
+    )
+    assert r.exit_code == 0, r.stderr
+    arrivals = [((k,) if keyed else (), t) for (k, _), t in zip(rows, times, strict=True)]
+    assert r.csv() == [expected_adjust(arrivals, MS, n) for n in ranges]
+    assert f"read {len(rows)}, {len(ranges)} settings" in r.stderr
+
+
+# seed 000 (README table): (unit, range) -> (released, discarded)
+SEED = {
+    ("sec", 1): (5, 0),
+    ("sec", 0): (4, 1),
+    ("msec", 999): (5, 0),
+    ("usec", 999): (3, 2),
+}
+
+
+@pytest.mark.parametrize("unit", ["sec", "msec", "usec"])
+def test_sweep_adjust_seed(run_cli, unit):
+    ranges = sorted({n for u, n in SEED if u == unit} | {0, 999})
+    r = run_cli(
+        "sweep",
+        "adjust",
+        "--unit",
+        unit,
+        "--range",
+        ",".join(map(str, ranges)),
+        "--format",
+        "jsonl",
+        SAMPLES / "tuples.parquet",
+    )
+    assert r.exit_code == 0, r.stderr
+    got = r.jsonl()
+    assert [g["range"] for g in got] == ranges
+    for g in got:
+        if (unit, g["range"]) in SEED:
+            assert (g["released"], g["discarded"]) == SEED[unit, g["range"]]
+        assert g["released"] + g["discarded"] == 5
+    if unit == "usec":
+        # the seed's usec table: A released by C (arrival 3), C by E (5), E at the end
+        assert got[1] == {
+            "range": 999,
+            "released": 3,
+            "discarded": 2,
+            "held_at_end": 1,
+            "max_hold_rows": 2,
+            "max_hold_time": "1s",  # C (23.123456) released when E moved ref to 24.123456
+            "mean_hold_time": "0.888889s",  # (0.777778 s for A + 1 s for C) / 2
+        }
+
+
+def test_sweep_adjust_single_runs_agree(run_cli):
+    """The sweep's counts are those of separate `evtime adjust` runs (seed sample)."""
+    r = run_cli(
+        "sweep",
+        "adjust",
+        "--unit",
+        "sec",
+        "--range",
+        "0,1",
+        "--format",
+        "csv",
+        SAMPLES / "tuples.parquet",
+    )
+    assert r.exit_code == 0, r.stderr
+    for row in r.csv():
+        one = run_cli(
+            "adjust", "--unit", "sec", "--range", row["range"], SAMPLES / "tuples.parquet"
+        )
+        assert one.exit_code == 0, one.stderr
+        assert f"released {row['released']}, discarded {row['discarded']}" in one.stderr, one.stderr
+
+
+@pytest.mark.parametrize(
+    "ranges, words",
+    [("0,x", "integers separated by commas"), ("-1", ">= 0"), (",", "at least one")],
+)
+def test_sweep_bad_settings_are_usage_errors(run_cli, ranges, words):
+    r = run_cli("sweep", "adjust", "--unit", "sec", "--range", ranges, SAMPLES / "tuples.parquet")
+    assert r.exit_code == 2
+    assert words in r.stderr
+
+
+def test_sweep_table_on_request(run_cli):
+    r = run_cli(
+        "sweep",
+        "adjust",
+        "--unit",
+        "usec",
+        "--range",
+        "999",
+        "--format",
+        "table",
+        SAMPLES / "tuples.parquet",
+    )
+    assert r.exit_code == 0, r.stderr
+    head, rule, row = r.stdout.splitlines()
+    assert head.split() == [
+        "range",
+        "released",
+        "discarded",
+        "held_at_end",
+        "max_hold_rows",
+        "max_hold_time",
+        "mean_hold_time",
+    ]
+    assert set(rule.replace(" ", "")) == {"-"}
+    assert row.split() == ["999", "3", "2", "1", "2", "1s", "0.888889s"]
