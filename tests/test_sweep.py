@@ -185,3 +185,117 @@ def test_sweep_table_on_request(run_cli):
     ]
     assert set(rule.replace(" ", "")) == {"-"}
     assert row.split() == ["999", "3", "2", "1", "2", "1s", "0.888889s"]
+
+
+# ---------------------------------------------------------------- merge --wait
+
+try:
+    from tests.model.merge import Arrival, processing_order
+    from tests.model.merge import merge as model_merge
+except ImportError:  # tests/ is not a package: pytest puts tests/ itself on sys.path
+    from model.merge import Arrival, processing_order
+    from model.merge import merge as model_merge
+
+
+def expected_merge(arrivals, wait_text: str, wait: int, **options) -> dict[str, str]:
+    """One sweep row, as CSV text, from the reference model of `evtime merge --wait`."""
+    rows = model_merge(arrivals, wait=wait, **options)
+    clock = [arrivals[s][j].arrival_time for s, j in processing_order(arrivals)]
+    kept = [r for r in rows if r.decision == "released"]
+    by_arrival = [r for r in kept if r.released_by != "end"]
+    holds = [clock[r.released_by - 1] - clock[r.arrival - 1] for r in by_arrival]
+    return {
+        "wait": wait_text,
+        "released": str(len(kept)),
+        "discarded": str(sum(r.decision == "discarded" for r in rows)),
+        "held_at_end": str(len(kept) - len(by_arrival)),
+        "max_hold_rows": str(max((r.released_by - r.arrival for r in by_arrival), default="")),
+        "max_hold_time": _seconds(max(holds, default=None)),
+        "mean_hold_time": _seconds(sum(holds) // len(holds) if holds else None),
+    }
+
+
+@st.composite
+def merge_cases(draw):
+    sources = []
+    for s in range(draw(st.integers(1, 3))):
+        t, rows = 10**12 + draw(st.integers(0, 3000)), []
+        for j in range(draw(st.integers(1, 6))):
+            t += draw(st.integers(-2500, 3000))
+            bound = draw(st.integers(0, 4)) == 0
+            rows.append((f"s{s}r{j}", t, bound, t + draw(st.integers(0, 5000))))
+        sources.append(rows)
+    options = {"join_leave": draw(st.booleans()), "strict_bounds": draw(st.booleans())}
+    waits = draw(st.lists(st.integers(0, 5000), min_size=1, max_size=3))
+    return sources, options, waits
+
+
+@SETTINGS
+@given(merge_cases())
+def test_sweep_merge_equals_model(run_cli, tmp_path, case):
+    sources, options, waits = case
+    paths = []
+    for s, rows in enumerate(sources):
+        with open(tmp_path / f"s{s}.csv", "w") as f:
+            f.write("id,time,recv,kind\n")
+            f.writelines(f"{i},{t},{a},{'bound' if b else 'row'}\n" for i, t, b, a in rows)
+        paths.append(f"S{s}={tmp_path}/s{s}.csv")
+    flags = ["--join-leave"] if options["join_leave"] else []
+    flags += ["--strict-bounds", "--tick", "1ns"] if options["strict_bounds"] else []
+    r = run_cli(
+        "sweep",
+        "merge",
+        "--time-format",
+        "epoch_ns",
+        "--bound-marker",
+        "kind=bound",
+        "--arrival",
+        "recv",
+        "--wait",
+        ",".join(f"{w}ns" for w in waits),
+        "--format",
+        "csv",
+        *flags,
+        *paths,
+    )
+    assert r.exit_code == 0, r.stderr
+    arrivals = [[Arrival(s, t, b, a) for _, t, b, a in rows] for s, rows in enumerate(sources)]
+    assert r.csv() == [expected_merge(arrivals, f"{w}ns", w, **options) for w in waits]
+
+
+APAMA = ["E=" + str(SAMPLES / "merge/apama_e.csv"), "X=" + str(SAMPLES / "merge/apama_x.csv")]
+
+
+def test_sweep_merge_seed(run_cli):
+    """Seed 001's inputs E and X (wait 1 h in the seed): the sweep agrees with the model
+    and with a single `evtime merge` run."""
+    args = ["--arrival", "wall", "--time", "sourceTime", *APAMA]
+    r = run_cli("sweep", "merge", "--wait", "0s,30m,1h", "--format", "csv", *args)
+    assert r.exit_code == 0, r.stderr
+    import csv
+
+    arrivals = []
+    for s, path in enumerate(APAMA):
+        with open(path.split("=", 1)[1]) as f:
+            arrivals.append(
+                [
+                    Arrival(s, _ns(row["sourceTime"]), False, _ns(row["wall"]))
+                    for row in csv.DictReader(f)
+                ]
+            )
+    hour = 3_600_000_000_000
+    want = [
+        expected_merge(arrivals, t, w) for t, w in (("0s", 0), ("30m", hour // 2), ("1h", hour))
+    ]
+    assert r.csv() == want
+    assert want[2]["discarded"] == "0" and want[0]["released"] == "0"  # the seed keeps all
+    one = run_cli("merge", "--wait", "30m", *args)
+    assert one.exit_code == 0, one.stderr
+    row = want[1]
+    assert f"released {row['released']}, discarded {row['discarded']};" in one.stderr
+
+
+def _ns(text: str) -> int:
+    from datetime import datetime
+
+    return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()) * 10**9

@@ -8,6 +8,7 @@ import click
 
 from evtime.cli import options, run
 from evtime.cli.lazy import LazyGroup
+from evtime.cli.merge import _setup, merge_options
 from evtime.units import UNITS
 
 FORMATS = ["table", "csv", "jsonl", "parquet"]
@@ -23,6 +24,7 @@ COLUMNS = (
 
 SWEEP_COMMANDS = {
     "adjust": "evtime.cli.sweep:sweep_adjust",
+    "merge": "evtime.cli.sweep:sweep_merge",
 }
 
 
@@ -107,10 +109,12 @@ def _rows(summary, shown: list, setting: str, read: int) -> list[dict]:
     for i, value in enumerate(shown):
         r = got.get(i)
         released, discarded = (r["released"], r["discarded"]) if r else (0, 0)
-        if released + discarded != read:
+        bound_rows = r["bound_rows"] if r else 0
+        if released + discarded + bound_rows != read:
             raise EvtimeError(
                 f"internal error: {setting} {value}: read {read} rows but released "
-                f"{released} + discarded {discarded}; please report this"
+                f"{released} + discarded {discarded} + bound rows {bound_rows}; please "
+                "report this"
             )
         rows.append(
             {
@@ -173,3 +177,71 @@ def sweep_adjust(**kw) -> None:
     rows = _rows(summary, kw["ranges"], "range", read)
     _publish(spark, rows, "range", kw, lay, numeric=True)
     _done("adjust", ses, read, len(rows), started)
+
+
+def _duration_list(ctx, param, value):
+    from evtime.errors import UsageError
+    from evtime.units import duration_ns
+
+    texts = [v.strip() for v in value.split(",") if v.strip()]
+    if not texts:
+        raise click.BadParameter("give at least one duration")
+    try:
+        values = [duration_ns(t) for t in texts]
+    except UsageError as err:
+        raise click.BadParameter(str(err)) from None
+    if any(v < 0 for v in values) and param.name == "waits":
+        raise click.BadParameter(f"{value!r}: every wait must be >= 0")
+    return list(zip(texts, values, strict=True))
+
+
+@click.command(
+    "merge",
+    epilog="""
+\b
+Examples:
+  evtime sweep merge --arrival wall --wait 0s,30m,1h,2h --time sourceTime \\
+      E=samples/merge/apama_e.csv X=samples/merge/apama_x.csv
+  evtime sweep merge --arrival received --wait 1s,10s,1m --format csv 'cars/*.parquet'
+""",
+)
+@merge_options
+@sweep_output
+@options.input_options
+@options.session_options
+def sweep_merge(**kw) -> None:
+    """What `evtime merge --arrival COL --wait W` would do, for every W given: rows
+    released and discarded, rows held to the end, the largest hold in arrivals and in
+    arrival time, and the mean hold in arrival time."""
+    started = time.monotonic()
+    from evtime.engine import sweep as engine
+    from evtime.errors import UsageError
+
+    waits = kw.pop("waits")
+    fmt_opt, output, overwrite = kw.pop("fmt"), kw.pop("output"), kw.pop("overwrite")
+    if not kw["arrival"]:
+        raise UsageError("sweep merge needs --arrival COL (the wait is on that clock)")
+    kw["wait"] = None  # the waits are the sweep's settings
+    ses, inp, spec, df, lay = _setup(kw, "sweep merge", classify=False)
+    read = run.count_read(df)
+    summary = engine.merge(df, spec, [ns for _, ns in waits])
+    rows = _rows(summary, [t for t, _ in waits], "wait", read)
+    out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
+    _publish(df.sparkSession, rows, "wait", out, lay, numeric=False)
+    _done("merge", ses, read, len(rows), started)
+
+
+# `sweep merge` takes every option of `evtime merge` that changes what is released; its
+# --wait takes a list: swap merge's option for this one
+_wait = click.Option(
+    ["--wait", "waits"],
+    required=True,
+    metavar="D,D,...",
+    callback=_duration_list,
+    help="The waits to try (durations such as 0s, 500ms, 1h), comma-separated: one "
+    "result row each. Needs --arrival.",
+)
+sweep_merge.params = [_wait if p.name == "wait" else p for p in sweep_merge.params]
+for _p in sweep_merge.params:
+    if _p.name == "inputs":
+        _p.metavar = "SOURCE..."

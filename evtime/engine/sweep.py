@@ -8,7 +8,8 @@ setting acts as one more key for the engine's own rules and searches (:func:`kep
 
 Per setting the result is one row (:func:`summarise`):
 
-* ``released`` / ``discarded``: what the command would do with that setting;
+* ``released`` / ``discarded``: what the command would do with that setting (and
+  ``bound_rows``: bound rows read, neither released nor discarded);
 * ``held_at_end``: rows still held when the input ends (released by the end-of-input flush);
 * ``max_hold_rows``: the largest ``released_by - arrival`` over rows released by an
   arrival (arrival numbers as in ``explain``: all keys and sources counted);
@@ -27,13 +28,14 @@ from pyspark.sql import functions as F
 
 from evtime.engine import adjust as adj
 from evtime.engine.scan import arrival_numbers
-from evtime.io.reader import SEQ
+from evtime.io.reader import CHUNK, SEQ
 
 SET, VALUE = "_evt_set", "_evt_value"
 REL = "_evt_sw_rel"  # arrival number of the releasing arrival (null: end of input)
 HOLD = "_evt_sw_hold"  # hold in time (ns) of a row released by an arrival
 SUMMARY = (
     SET,
+    "bound_rows",
     "released",
     "discarded",
     "held_at_end",
@@ -58,15 +60,19 @@ def per_setting(df: DataFrame, values: Sequence[int]) -> DataFrame:
     )
 
 
-def summarise(df: DataFrame, keep: Column) -> DataFrame:
+def summarise(df: DataFrame, keep: Column, bound: Column | None = None) -> DataFrame:
     """One row per setting (columns ``SUMMARY``) from the rows copied per setting, with
-    ``keep`` (released, not discarded), ``REL`` and ``HOLD``; bound rows must be left out."""
+    ``keep`` (released, not discarded), ``REL`` and ``HOLD``; ``bound``: bound rows (never
+    released nor discarded, counted apart)."""
+    bound = F.lit(False) if bound is None else bound
+    keep = keep & ~bound
     by_arrival = keep & F.col(REL).isNotNull()
     return (
         df.groupBy(SET)
         .agg(
+            F.count(F.when(bound, 1)).alias("bound_rows"),
             F.count(F.when(keep, 1)).alias("released"),
-            F.count(F.when(~keep, 1)).alias("discarded"),
+            F.count(F.when(~keep & ~bound, 1)).alias("discarded"),
             F.count(F.when(keep & F.col(REL).isNull(), 1)).alias("held_at_end"),
             F.max(F.when(by_arrival, F.col(REL) - F.col("arrival"))).alias("max_hold_rows"),
             F.max(F.when(by_arrival, F.col(HOLD))).alias("max_hold_ns"),
@@ -92,3 +98,45 @@ def adjust(df: DataFrame, unit: str, ranges: Sequence[int], keys: Sequence[str])
     rows = rows.join(ref_at, REL, "left")
     rows = rows.withColumn(HOLD, F.col("_evt_sw_ref") - F.col(adj.EVT))
     return summarise(rows, F.col(adj.KEEP))
+
+
+def merge(df: DataFrame, spec, waits: Sequence[int]) -> DataFrame:
+    """``evtime merge --arrival COL --wait W`` for every W in ``waits`` (ns); ``df`` is
+    :func:`evtime.engine.merge.prepare`'d with a ``spec`` without a wait.  The vector scan
+    (the minimum over attached sources of their own bounds after each arrival) does not
+    depend on the wait: it runs once; per wait, ``D = max(that minimum, now - wait)`` (+inf
+    stays +inf: nobody attached), then the engine's release search and stream bound run
+    with the wait as one more key.  The hold in time is on the arrival clock: the arrival
+    time of the releasing arrival minus the row's own arrival time."""
+    from evtime.engine import merge as m
+
+    fx = m.facts(df, spec)
+    base = m.definitive(df, spec, m.CON, m.DEF, m.DEF_ARG, m.OWNP, fx)
+    base = arrival_numbers(base, "arrival").select(
+        SEQ, CHUNK, m.SRC, m.BND, m.EVT, m.CON, m.NOW, m.DEF, m.OWNP, "arrival"
+    )
+    base = base.localCheckpoint()  # the copies and searches below read it several times
+    rows = per_setting(base, waits)
+    lag = F.col(m.NOW) - F.col(VALUE)
+    rows = rows.withColumns(
+        {
+            m.LAG: lag,
+            m.DEF: F.when(F.col(m.DEF) == F.lit(m.POS), F.col(m.DEF)).otherwise(
+                F.greatest(F.col(m.DEF), lag)
+            ),
+        }
+    )
+    cand = (
+        ~F.col(m.BND)
+        & (F.col(m.OWNP).isNull() | (F.col(m.EVT) >= F.col(m.OWNP)))
+        & (F.col(m.EVT) >= F.col(m.LAG))
+    )
+    rows = rows.withColumn(m.CAND, cand)
+    rows = m.stream_bound(m.release_points(rows, spec, m.DEF, fx, [SET]), [SET])
+    keep = F.col(m.CAND) & (F.col(m.BB).isNull() | (F.col(m.EVT) >= F.col(m.BB)))
+    at = base.select(
+        F.col(SEQ).alias(m.REL), F.col("arrival").alias(REL), F.col(m.NOW).alias("_evt_sw_now")
+    )
+    rows = rows.withColumn(m.KEEP, keep).join(at, m.REL, "left")
+    rows = rows.withColumn(HOLD, F.col("_evt_sw_now") - F.col(m.NOW))
+    return summarise(rows, F.col(m.KEEP), F.col(m.BND))
