@@ -24,6 +24,7 @@ PAGES = {  # command path -> man pages that document its options
     ("explain", "bound"): ["evtime-explain.1", "evtime-bound.1"],
     ("sweep", "adjust"): ["evtime-sweep.1"],
     ("sweep", "merge"): ["evtime-sweep.1"],
+    ("sweep", "bound"): ["evtime-sweep.1"],
 }
 
 

@@ -299,3 +299,115 @@ def _ns(text: str) -> int:
     from datetime import datetime
 
     return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()) * 10**9
+
+
+# ---------------------------------------------------------------- bound --cti-delay / --window
+
+try:
+    from tests.model.bound import Event
+    from tests.model.bound import bound as model_bound
+except ImportError:  # tests/ is not a package: pytest puts tests/ itself on sys.path
+    from model.bound import Event
+    from model.bound import bound as model_bound
+
+
+def expected_bound(events, setting: str, text: str, **cfg) -> dict[str, str]:
+    """One sweep row, as CSV text, from the reference model of `evtime bound`: a row is
+    held until its last window closes (a row in no window is not held)."""
+    wins, rows = model_bound(events, **cfg)
+    closed = {(w.key, w.start): w.closed_by for w in wins}
+    kept = [r for r in rows if r.decision in ("released", "adjusted")]
+    held = []  # (hold in arrivals, hold in time) of rows released by an arrival
+    for r in kept:
+        if not r.windows:
+            held.append((0, 0))
+            continue
+        by = closed[r.key, max(s for s, _ in r.windows)]
+        if by != "end":
+            held.append((by - r.arrival, rows[by - 1].bound - r.evtime))
+    holds = [t for _, t in held]
+    return {
+        setting: text,
+        "released": str(len(kept)),
+        "discarded": str(sum(r.decision == "discarded" for r in rows)),
+        "held_at_end": str(len(kept) - len(held)),
+        "max_hold_rows": str(max((n for n, _ in held), default="")),
+        "max_hold_time": _seconds(max(holds, default=None)),
+        "mean_hold_time": _seconds(sum(holds) // len(holds) if holds else None),
+    }
+
+
+@SETTINGS
+@given(
+    rows=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.integers(0, 5000)), min_size=1, max_size=40
+    ),
+    every=st.integers(1, 3),
+    delays=st.lists(st.integers(-5, 3000), min_size=1, max_size=3),
+    keyed=st.booleans(),
+)
+def test_sweep_bound_cti_delay_equals_model(run_cli, tmp_path, rows, every, delays, keyed):
+    path = tmp_path / "in.csv"
+    path.write_text("k,time\n" + "".join(f"{k},{10**12 + t}\n" for k, t in rows))
+    listed = ",".join(f"{d}ns" for d in delays)
+    r = run_cli(
+        "sweep", "bound", "--time-format", "epoch_ns", "--window", "1000ns",
+        "--bounds", "cti", "--cti-every", every, f"--cti-delay={listed}",
+        "--format", "csv", path, *(["--key", "k"] if keyed else []),
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    events = [Event((k,) if keyed else (), 10**12 + t) for k, t in rows]
+    want = [
+        expected_bound(
+            events, "cti_delay", f"{d}ns", size=1000, bounds="cti", cti_every=every, cti_delay=d
+        )
+        for d in delays
+    ]
+    assert r.csv() == want
+
+
+@SETTINGS
+@given(
+    rows=st.lists(st.integers(0, 5000), min_size=1, max_size=40),
+    sizes=st.lists(st.integers(1, 3000), min_size=1, max_size=3),
+    late=st.sampled_from(["drop", "adjust"]),
+)
+def test_sweep_bound_window_equals_model(run_cli, tmp_path, rows, sizes, late):
+    path = tmp_path / "in.csv"
+    path.write_text("time\n" + "".join(f"{10**12 + t}\n" for t in rows))
+    r = run_cli(
+        "sweep", "bound", "--time-format", "epoch_ns", "--late", late,
+        "--window", ",".join(f"{s}ns" for s in sizes), "--format", "csv", path,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    events = [Event((), 10**12 + t) for t in rows]
+    want = [expected_bound(events, "window", f"{s}ns", size=s, late=late) for s in sizes]
+    assert r.csv() == want
+
+
+def test_sweep_bound_seed_cti(run_cli):
+    """samples/bound/cti.csv (a CTI after every row): a late row is dropped at delay 0 and
+    kept from 2 s on; -1ns also drops the duplicate time; 5 s holds everything to the end."""
+    r = run_cli(
+        "sweep", "bound", "--window", "10s", "--bounds", "cti", "--cti-every", "1",
+        "--cti-delay=-1ns,0s,2s,5s", "--format", "jsonl", SAMPLES / "bound/cti.csv",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    got = {g["cti_delay"]: g for g in r.jsonl()}
+    assert [(g["released"], g["discarded"]) for g in got.values()] == [
+        (5, 2),
+        (6, 1),
+        (7, 0),
+        (7, 0),
+    ]
+    # delay 0: [0s,10s) closes when e (10:00:14) arrives, 6 arrivals after a (10:00:01)
+    assert got["0s"]["max_hold_rows"] == 6 and got["0s"]["max_hold_time"] == "13s"
+    assert got["5s"]["held_at_end"] == 7 and got["5s"]["max_hold_rows"] is None
+
+
+def test_sweep_bound_one_list_at_a_time(run_cli):
+    r = run_cli(
+        "sweep", "bound", "--window", "1s,2s", "--bounds", "cti", "--cti-every", "1",
+        "--cti-delay", "0s,1s", SAMPLES / "bound/cti.csv",
+    )  # fmt: skip
+    assert r.exit_code == 2 and "one setting at a time" in r.stderr

@@ -7,6 +7,7 @@ import time
 import click
 
 from evtime.cli import options, run
+from evtime.cli.bound import _check_columns, bound_options, spec_of
 from evtime.cli.lazy import LazyGroup
 from evtime.cli.merge import _setup, merge_options
 from evtime.units import UNITS
@@ -25,6 +26,7 @@ COLUMNS = (
 SWEEP_COMMANDS = {
     "adjust": "evtime.cli.sweep:sweep_adjust",
     "merge": "evtime.cli.sweep:sweep_merge",
+    "bound": "evtime.cli.sweep:sweep_bound",
 }
 
 
@@ -190,8 +192,10 @@ def _duration_list(ctx, param, value):
         values = [duration_ns(t) for t in texts]
     except UsageError as err:
         raise click.BadParameter(str(err)) from None
-    if any(v < 0 for v in values) and param.name == "waits":
-        raise click.BadParameter(f"{value!r}: every wait must be >= 0")
+    if any(v < 0 for v in values) and param.name != "cti_delays":
+        raise click.BadParameter(f"{value!r}: every value must be >= 0")
+    if any(v == 0 for v in values) and param.name == "sizes":
+        raise click.BadParameter(f"{value!r}: every window must be positive")
     return list(zip(texts, values, strict=True))
 
 
@@ -245,3 +249,77 @@ sweep_merge.params = [_wait if p.name == "wait" else p for p in sweep_merge.para
 for _p in sweep_merge.params:
     if _p.name == "inputs":
         _p.metavar = "SOURCE..."
+
+
+@click.command(
+    "bound",
+    epilog="""
+\b
+Examples:
+  evtime sweep bound --window 10s --bounds cti --cti-every 1 --cti-delay 0s,1s,2s,5s \\
+      samples/bound/cti.csv
+  evtime sweep bound --window 1m,5m,15m --key device samples/bound/readings.csv
+""",
+)
+@bound_options(agg_required=False)
+@sweep_output
+@options.input_options
+@options.session_options
+def sweep_bound(**kw) -> None:
+    """What `evtime bound` would do for every --cti-delay (or every --window) given: rows
+    released (entering windows) and discarded, rows held to the end, the largest hold in
+    arrivals and in time, and the mean hold in time (a row is held until its last window
+    closes)."""
+    started = time.monotonic()
+    import dataclasses
+
+    from evtime.engine import sweep as engine
+    from evtime.errors import UsageError
+
+    sizes, delays = kw.pop("sizes"), kw.pop("cti_delays")
+    if len(sizes) > 1 and len(delays) > 1:
+        raise UsageError("sweep one setting at a time: several --window or several --cti-delay")
+    fmt_opt, output, overwrite = kw.pop("fmt"), kw.pop("output"), kw.pop("overwrite")
+    kw.pop("aggs"), kw.pop("udafs")
+    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    kw["size"], kw["cti_delay"] = sizes[0][1], delays[0][1]
+    spec = spec_of(kw, inp.keys)
+    if len(delays) > 1:
+        setting, values = "cti_delay", delays
+        specs = [dataclasses.replace(spec, cti_delay=ns) for _, ns in delays]
+    else:
+        setting, values = "window", sizes
+        specs = [dataclasses.replace(spec, size=ns) for _, ns in sizes]
+    for s in specs:
+        s.check()
+    spark, df, lay, files = run.start(inp, ses)
+    _check_columns(spec, lay)
+    read = run.count_read(df)
+    summary = engine.bound(df, specs)
+    rows = _rows(summary, [t for t, _ in values], setting, read)
+    out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
+    _publish(spark, rows, setting, out, lay, numeric=False)
+    _done("bound", ses, read, len(rows), started)
+
+
+# `sweep bound` takes every option of `evtime bound` that changes what is released; its
+# --window and --cti-delay take lists
+_lists = {
+    "size": click.Option(
+        ["--window", "sizes"],
+        required=True,
+        metavar="SIZE,SIZE,...",
+        callback=_duration_list,
+        help="Window length(s), e.g. 1m or 1m,5m,15m: several sizes are several settings.",
+    ),
+    "cti_delay": click.Option(
+        ["--cti-delay", "cti_delays"],
+        default="0ns",
+        show_default=True,
+        metavar="D,D,...",
+        callback=_duration_list,
+        help="--bounds cti: the CTI delay(s), e.g. 0s,1s,2s (may be negative): several "
+        "delays are several settings.",
+    ),
+}
+sweep_bound.params = [_lists.get(p.name, p) for p in sweep_bound.params]

@@ -56,18 +56,18 @@ def release_points(
     by: Sequence[str],
     width: Column,
     out: str = "_rel",
-    carry: Sequence[str] = (),
+    keep_by: Sequence[str] = (),
 ) -> DataFrame:
     """Add ``out``: the arrival number (column ``arrival``) that released each kept row,
     the first later arrival of the same ``by`` with evtime > evtime + width (null: released
     at the end of the input).  Needs :func:`classify` (or :func:`kept` in ``KEEP``) and
     :func:`~evtime.engine.scan.arrival_numbers`; ``width`` may be a column, so ``by`` may
     include a setting that copies every row once per width (``evtime sweep``); the columns
-    of ``by`` in ``carry`` identify a row together with its arrival."""
+    of ``by`` in ``keep_by`` identify a row together with its arrival."""
     q = df.where(KEEP).select(*by, F.col(SEQ).alias("_q"), (F.col(EVT) + width).alias("_v"))
     d = df.select(*by, F.col(EVT).alias("_v"), F.col("arrival").alias("_a"))
-    released = first_above(q, d, by, out, carry=carry).withColumnRenamed("_q", SEQ)
-    return join_small(df, released, [SEQ, *carry])
+    released = first_above(q, d, by, out, keep_by=keep_by).withColumnRenamed("_q", SEQ)
+    return join_small(df, released, [SEQ, *keep_by])
 
 
 def _reason(spec: AdjustSpec, bound: str):

@@ -87,12 +87,12 @@ def first_above(
     by: Sequence[str],
     out: str,
     strict: bool = True,
-    carry: Sequence[str] = (),
+    keep_by: Sequence[str] = (),
 ) -> DataFrame:
     """For each query row ``(by..., _q, _v)``: the least ``_a`` among ``data (by..., _v, _a)``
     rows of the same key with ``_v > query._v`` (``>=`` when ``strict=False``).
 
-    Returns ``(carry..., _q, out)`` (``carry``: columns of ``by`` that, with ``_q``,
+    Returns ``(keep_by..., _q, out)`` (``keep_by``: columns of ``by`` that, with ``_q``,
     identify a query).  The data's ``_v`` need not be sorted by ``_a``: this is the
     minimum arrival over a suffix in value order, which for a monotone sequence is the first
     point that passes the query.
@@ -117,7 +117,7 @@ def first_above(
     )
     found = both.withColumn("_in", F.min("_a").over(inside)).where(F.col("_k") != 0)
     found = join_small(found, carry, [*by, "_b"])
-    return found.select(*carry, "_q", F.least("_bc", "_in").alias(out))
+    return found.select(*keep_by, "_q", F.least("_bc", "_in").alias(out))
 
 
 def arrival_numbers(df: DataFrame, out: str = "arrival") -> DataFrame:

@@ -93,7 +93,7 @@ def adjust(df: DataFrame, unit: str, ranges: Sequence[int], keys: Sequence[str])
     base = base.localCheckpoint()
     rows = per_setting(base, [r * spec.unit_ns for r in ranges])
     rows = rows.withColumn(adj.KEEP, adj.kept(F.col(VALUE)))
-    rows = adj.release_points(rows, [*keys, SET], F.col(VALUE), REL, carry=[SET])
+    rows = adj.release_points(rows, [*keys, SET], F.col(VALUE), REL, keep_by=[SET])
     ref_at = base.select(F.col("arrival").alias(REL), F.col(adj.EVT).alias("_evt_sw_ref"))
     rows = rows.join(ref_at, REL, "left")
     rows = rows.withColumn(HOLD, F.col("_evt_sw_ref") - F.col(adj.EVT))
@@ -140,3 +140,66 @@ def merge(df: DataFrame, spec, waits: Sequence[int]) -> DataFrame:
     rows = rows.withColumn(m.KEEP, keep).join(at, m.REL, "left")
     rows = rows.withColumn(HOLD, F.col("_evt_sw_now") - F.col(m.NOW))
     return summarise(rows, F.col(m.KEEP), F.col(m.BND))
+
+
+def bound(df: DataFrame, specs: Sequence) -> DataFrame:
+    """``evtime bound`` with every spec in ``specs`` (BoundSpecs that differ only in
+    ``cti_delay`` or in ``size``).  The bound does not depend on the window, and a CTI
+    delay only shifts it (the running max of ``seen - d`` is the running max of ``seen``,
+    minus d): the bound is computed once, for ``specs[0]``; per setting it is shifted by
+    the difference of the delays, then the engine's decision (:func:`bound.decide`), the
+    row's last window (:func:`bound.last_start`) and the search for the arrival whose
+    bound closes that window run with the setting as one more key.  A row is held until
+    its last window closes (``released_by`` of ``explain bound``); a row in no window (a
+    gap between hopping windows) is not held.  The hold in time is the bound after the
+    releasing arrival minus the row's time (after ``--late adjust``)."""
+    from evtime.engine import bound as b
+    from evtime.engine.scan import first_above
+
+    keys = list(specs[0].keys)
+    base = b.classify(df, specs[0])
+    base = arrival_numbers(base, b.ARRIVAL).select(
+        *keys, SEQ, b.T0, b.MARK, b.BEFORE, b.AFTER, b.ARRIVAL
+    )
+    base = base.localCheckpoint()  # the copies and searches below read it several times
+    shifts = [s.cti_delay - specs[0].cti_delay for s in specs]
+    rows = per_setting(base, shifts)
+    rows = rows.withColumns(
+        {b.BEFORE: F.col(b.BEFORE) - F.col(VALUE), b.AFTER: F.col(b.AFTER) - F.col(VALUE)}
+    )
+    rows = rows.withColumns(b.decide(specs[0]))
+
+    def per(column) -> Column:
+        out = column(specs[-1])
+        for i in range(len(specs) - 2, -1, -1):
+            out = F.when(F.col(SET) == F.lit(i), column(specs[i])).otherwise(out)
+        return out
+
+    accepted = b.accepted()
+    rows = rows.withColumn(
+        "_evt_sw_close", per(lambda s: b.last_start(s) + F.lit(s.close_after))
+    ).localCheckpoint()
+    queries = rows.where(accepted & F.col("_evt_sw_close").isNotNull()).select(
+        *keys, SET, F.col(SEQ).alias("_q"), F.col("_evt_sw_close").alias("_v")
+    )
+    moved = F.col(b.AFTER).isNotNull() & (
+        F.col(b.BEFORE).isNull() | (F.col(b.AFTER) > F.col(b.BEFORE))
+    )
+    data = rows.where(moved).select(
+        *keys, SET, F.col(b.AFTER).alias("_v"), F.col(b.ARRIVAL).alias("_a")
+    )
+    found = first_above(queries, data, [*keys, SET], REL, strict=False, keep_by=[SET])
+    found = found.withColumnRenamed("_q", SEQ)
+    rows = rows.join(found, [SEQ, SET], "left")
+    gap = accepted & F.col("_evt_sw_close").isNull()  # in no window: not held
+    rows = rows.withColumn(REL, F.when(gap, F.col(b.ARRIVAL)).otherwise(F.col(REL)))
+    at = base.select(F.col(b.ARRIVAL).alias(REL), F.col(b.AFTER).alias("_evt_sw_after"))
+    rows = rows.join(at, REL, "left")
+    bound_at = F.col("_evt_sw_after") - F.col(VALUE)
+    rows = rows.withColumns(
+        {
+            HOLD: F.when(gap, F.lit(0)).otherwise(bound_at - F.col(b.EVT)),
+            "arrival": F.col(b.ARRIVAL),
+        }
+    )
+    return summarise(rows, accepted, F.col(b.MARK))
