@@ -81,9 +81,11 @@ def _duration_text(ns: int | None) -> str | None:
 def _publish(spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool) -> None:
     """Write the (small) table of settings like explain writes its rows; the setting's
     column is an integer when ``numeric``, else text (durations)."""
+    import pyarrow as pa
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from evtime.cli.explain import explain_format
+    from evtime.io.reader import Layout
     from evtime.io.writer import ROUTE, Sink
 
     types = {"max_hold_time": StringType(), "mean_hold_time": StringType()}
@@ -99,7 +101,8 @@ def _publish(spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool
     frame = spark.createDataFrame(data, schema).coalesce(1).sortWithinPartitions("_evt_order")
     fmt = explain_format(kw["fmt"], kw["output"])
     sink = Sink("sweep", ("out",), kw["output"], fmt, [setting, *COLUMNS], [], kw["overwrite"])
-    run.write_and_publish(frame, [sink], lay)
+    # none of these columns is the input's own: no input type to restore
+    run.write_and_publish(frame, [sink], Layout(pa.schema([]), lay.time_col))
 
 
 def _rows(summary, shown: list, setting: str, read: int) -> list[dict]:
@@ -284,7 +287,7 @@ def sweep_bound(**kw) -> None:
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     kw["size"], kw["cti_delay"] = sizes[0][1], delays[0][1]
     spec = spec_of(kw, inp.keys)
-    if len(delays) > 1:
+    if len(delays) > 1 or (len(sizes) == 1 and spec.bounds == "cti"):
         setting, values = "cti_delay", delays
         specs = [dataclasses.replace(spec, cti_delay=ns) for _, ns in delays]
     else:
