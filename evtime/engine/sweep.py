@@ -1,7 +1,9 @@
 """What-if sweeps (``evtime sweep``): one operator evaluated for several settings at once.
 
 The part of the operator that does not depend on the setting is computed once (adjust: the
-reference time before each arrival, a prefix max over arrival order).  Then every row is
+reference time before each arrival, a prefix max over arrival order; merge: the minimum of
+the sources' own bounds after each arrival, the vector scan; bound: the bound after each
+arrival).  Then every row is
 copied once per setting, the copy carrying the setting's index (``SET``) and value, and the
 setting acts as one more key for the engine's own rules and searches (:func:`kept`,
 :func:`release_points`): one query plan for all settings, never one run per setting.
@@ -15,8 +17,9 @@ Per setting the result is one row (:func:`summarise`):
   arrival (arrival numbers as in ``explain``: all keys and sources counted);
 * ``max_hold_ns`` / ``mean_hold_ns``: the largest and the mean hold in time over the same
   rows, on the operator's clock (adjust: the reference time at release minus the row's
-  adjusted time).  Rows flushed at the end have no release time: they count only in
-  ``held_at_end``.
+  adjusted time; merge: arrival time at release minus the row's; bound: the bound after
+  the arrival that closed the row's last window minus the row's time).  Rows flushed at
+  the end have no release time: they count only in ``held_at_end``.
 """
 
 from __future__ import annotations
