@@ -22,6 +22,9 @@ PAGES = {  # command path -> man pages that document its options
     ("explain", "adjust"): ["evtime-explain.1", "evtime-adjust.1"],
     ("explain", "merge"): ["evtime-explain.1", "evtime-merge.1"],
     ("explain", "bound"): ["evtime-explain.1", "evtime-bound.1"],
+    ("sweep", "adjust"): ["evtime-sweep.1"],
+    ("sweep", "merge"): ["evtime-sweep.1"],
+    ("sweep", "bound"): ["evtime-sweep.1"],
 }
 
 

@@ -18,6 +18,7 @@ COMMANDS = {
     "merge": "evtime.cli.merge:merge",
     "bound": "evtime.cli.bound:bound",
     "explain": "evtime.cli.explain:explain",
+    "sweep": "evtime.cli.sweep:sweep",
     "server": "evtime.cli.server:server",
 }
 

@@ -91,9 +91,9 @@ def _sources(args: tuple[str, ...]) -> tuple[list[str], list[str]]:
     return names, paths
 
 
-def _setup(kw: dict, command: str, check=None):
+def _setup(kw: dict, command: str, check=None, classify: bool = True):
     """Check options, read the sources (``check(layout)`` before any work on them), and
-    classify every row."""
+    classify every row (only prepare it: ``classify=False``)."""
     from evtime.errors import UsageError
     from evtime.units import duration_ns
 
@@ -145,7 +145,9 @@ def _setup(kw: dict, command: str, check=None):
             df, lay, kw["arrival"], inp.time_format, inp.tz, [f.shown for f in files]
         )
         df = order_arrivals(df, engine.NOW)
-    df = engine.classify(engine.prepare(df, spec, [f.group for f in files]), spec)
+    df = engine.prepare(df, spec, [f.group for f in files])
+    if classify:
+        df = engine.classify(df, spec)
     return ses, inp, spec, df, lay
 
 

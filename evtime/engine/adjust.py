@@ -9,9 +9,10 @@ monotone ref sequence).  The output is the kept rows ordered by (evtime, arrival
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from evtime.engine import present
@@ -68,8 +69,32 @@ def classify(df: DataFrame, spec: AdjustSpec, refs: DataFrame | None = None) -> 
     if refs is not None:
         df = _join_keys(df, refs, spec.keys)
         df = df.withColumn(REF_BEFORE, F.greatest(F.col(REF_BEFORE), F.col(REF))).drop(REF)
-    keep = F.col(REF_BEFORE).isNull() | (F.col(EVT) >= F.col(REF_BEFORE) - F.lit(spec.width))
-    return df.withColumn(KEEP, keep)
+    return df.withColumn(KEEP, kept(F.lit(spec.width)))
+
+
+def kept(width: Column) -> Column:
+    """The keep rule for a bound ``width`` (range*unit in ns, a literal or a per-row
+    column): the first arrival of a key, or evtime at or above ref_before - width."""
+    return F.col(REF_BEFORE).isNull() | (F.col(EVT) >= F.col(REF_BEFORE) - width)
+
+
+def release_points(
+    df: DataFrame,
+    by: Sequence[str],
+    width: Column,
+    out: str = "_rel",
+    keep_by: Sequence[str] = (),
+) -> DataFrame:
+    """Add ``out``: the arrival number (column ``arrival``) that released each kept row,
+    the first later arrival of the same ``by`` with evtime > evtime + width (null: released
+    at the end of the input).  Needs :func:`classify` (or :func:`kept` in ``KEEP``) and
+    :func:`~evtime.engine.scan.arrival_numbers`; ``width`` may be a column, so ``by`` may
+    include a setting that copies every row once per width (``evtime sweep``); the columns
+    of ``by`` in ``keep_by`` identify a row together with its arrival."""
+    q = df.where(KEEP).select(*by, F.col(SEQ).alias("_q"), (F.col(EVT) + width).alias("_v"))
+    d = df.select(*by, F.col(EVT).alias("_v"), F.col("arrival").alias("_a"))
+    released = first_above(q, d, by, out, keep_by=keep_by).withColumnRenamed("_q", SEQ)
+    return join_small(df, released, [SEQ, *keep_by])
 
 
 def _reason(spec: AdjustSpec, bound: str):
@@ -102,12 +127,7 @@ def explain(df: DataFrame, spec: AdjustSpec, sources: list[str]) -> DataFrame:
     """Every arrival with its decision (SPEC §5), in arrival order; needs :func:`classify`."""
     # cut the lineage: the searches below plan and run over these rows several times
     df = arrival_numbers(df, "arrival").localCheckpoint()
-    q = df.where(KEEP).select(
-        *spec.keys, F.col(SEQ).alias("_q"), (F.col(EVT) + F.lit(spec.width)).alias("_v")
-    )
-    d = df.select(*spec.keys, F.col(EVT).alias("_v"), F.col("arrival").alias("_a"))
-    released = first_above(q, d, spec.keys, "_rel").withColumnRenamed("_q", SEQ)
-    df = join_small(df, released, [SEQ])
+    df = release_points(df, spec.keys, F.lit(spec.width))
     df = positions(df, EVT, "output_pos", F.col(KEEP))
     ref = F.greatest(F.col(REF_BEFORE), F.col(EVT))
     src = F.element_at(F.array(*[F.lit(s) for s in sources]), F.col("_evt_file") + 1)

@@ -153,16 +153,19 @@ def classify(df: DataFrame, spec: BoundSpec) -> DataFrame:
         df = prefix_max(df, {BEFORE: "_evt_promise"}, by=keys, inclusive=False)
         df = df.withColumn(AFTER, F.greatest(BEFORE, "_evt_promise"))
         df = df.drop("_evt_promise", "_evt_seen", "_evt_n")  # (absent names: no-op)
+    return df.withColumns(decide(spec))
+
+
+def decide(spec: BoundSpec) -> dict[str, Column]:
+    """``DECISION`` and ``EVT`` from the bound in force (``BEFORE``) and ``T0``."""
     late = ~F.col(MARK) & F.col(BEFORE).isNotNull() & (F.col(T0) < F.col(BEFORE))
     late_decision = present.ADJUSTED if spec.late == "adjust" else present.DISCARDED
-    return df.withColumns(
-        {
-            DECISION: F.when(F.col(MARK), present.BOUND)
-            .when(late, late_decision)
-            .otherwise(present.RELEASED),
-            EVT: F.when(late & F.lit(spec.late == "adjust"), F.col(BEFORE)).otherwise(F.col(T0)),
-        }
-    )
+    return {
+        DECISION: F.when(F.col(MARK), present.BOUND)
+        .when(late, late_decision)
+        .otherwise(present.RELEASED),
+        EVT: F.when(late & F.lit(spec.late == "adjust"), F.col(BEFORE)).otherwise(F.col(T0)),
+    }
 
 
 def prepare(df: DataFrame, spec: BoundSpec) -> DataFrame:

@@ -45,6 +45,7 @@ O(rows x sources).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -307,58 +308,69 @@ def _segments(spec: MergeSpec, fx: Facts) -> Column:
     return F.size(F.filter(F.array(*[F.lit(f) for f in firsts]), lambda x: x <= F.col(SEQ)))
 
 
-def release_points(df: DataFrame, spec: MergeSpec, d: str, fx: Facts) -> DataFrame:
+def release_points(
+    df: DataFrame, spec: MergeSpec, d: str, fx: Facts, by: Sequence[str] = ()
+) -> DataFrame:
     """Add ``REL``: for every ``CAND`` row, the first arrival (its _evt_seq) at or after it
-    whose D (column ``d``) is >= its evtime; null = released at the end of the input."""
+    whose D (column ``d``) is >= its evtime; null = released at the end of the input.
+    ``by``: independent copies of the rows (``evtime sweep``: one per setting)."""
+    by = list(by)
     lo, hi = fx.lo, fx.hi
     if lo is None:
         return df.withColumn(REL, F.lit(None).cast("long"))
     df = df.withColumn(SEG, _segments(spec, fx))
     # D below every candidate never releases one; +inf releases all: clamp to the max
     data = df.where(F.col(d) >= F.lit(lo)).select(
-        SEG, F.least(F.col(d), F.lit(hi)).alias("_v"), F.col(SEQ).alias("_a")
+        *by, SEG, F.least(F.col(d), F.lit(hi)).alias("_v"), F.col(SEQ).alias("_a")
     )
-    queries = df.where(CAND).select(SEG, F.col(SEQ).alias("_q"), F.col(EVT).alias("_v"))
-    found = first_above(queries, data, [SEG], "_f", strict=False)
+    queries = df.where(CAND).select(*by, SEG, F.col(SEQ).alias("_q"), F.col(EVT).alias("_v"))
+    found = first_above(queries, data, [*by, SEG], "_f", strict=False, keep_by=by)
     # inside the row's own segment D is monotone: a hit before the row means the row itself
-    rel = found.select("_q", F.when(F.col("_f").isNotNull(), F.greatest("_q", "_f")).alias("_rel"))
+    rel = found.select(
+        *by, "_q", F.when(F.col("_f").isNotNull(), F.greatest("_q", "_f")).alias("_rel")
+    )
     if spec.join_leave:
         # each search plans its inputs several times: materialise between them (flat plans)
         rel = rel.localCheckpoint()
-        left = rel.where(F.col("_rel").isNull()).join(queries, "_q").select(SEG, "_q", "_v")
+        left = (
+            rel.where(F.col("_rel").isNull())
+            .join(queries, [*by, "_q"])
+            .select(*by, SEG, "_q", "_v")
+        )
         if not left.isEmpty():
             # not in its own segment: the first later segment whose top passes it, then there
-            tops = data.groupBy(SEG).agg(F.max("_v").alias("_top"))
-            later_tops = tops.select(F.col(SEG).alias("_a"), F.col("_top").alias("_v"))
+            tops = data.groupBy(*by, SEG).agg(F.max("_v").alias("_top"))
+            later_tops = tops.select(*by, F.col(SEG).alias("_a"), F.col("_top").alias("_v"))
+            segs = left.select(*by, SEG).distinct()
             pairs = (
-                left.select(SEG)
-                .distinct()
-                .crossJoin(later_tops)
+                (segs.join(later_tops, by) if by else segs.crossJoin(later_tops))
                 .where(F.col("_a") > F.col(SEG))
-                .select(SEG, "_v", "_a")
+                .select(*by, SEG, "_v", "_a")
             )
-            later = first_above(left, pairs, [SEG], "_k", strict=False).localCheckpoint()
-            q2 = later.where(F.col("_k").isNotNull()).join(left.drop(SEG), "_q")
-            q2 = q2.select(F.col("_k").alias(SEG), "_q", "_v")
-            there = first_above(q2, data, [SEG], "_f2", strict=False)
-            rel = rel.join(there, "_q", "left").select(
-                "_q", F.coalesce("_rel", "_f2").alias("_rel")
+            later = first_above(left, pairs, [*by, SEG], "_k", strict=False, keep_by=by)
+            later = later.localCheckpoint()
+            q2 = later.where(F.col("_k").isNotNull()).join(left.drop(SEG), [*by, "_q"])
+            q2 = q2.select(*by, F.col("_k").alias(SEG), "_q", "_v")
+            there = first_above(q2, data, [*by, SEG], "_f2", strict=False, keep_by=by)
+            rel = rel.join(there, [*by, "_q"], "left").select(
+                *by, "_q", F.coalesce("_rel", "_f2").alias("_rel")
             )
-    rel = rel.select(F.col("_q").alias(SEQ), F.col("_rel").alias(REL)).localCheckpoint()
-    return df.drop(SEG).join(rel, SEQ, "left")
+    rel = rel.select(*by, F.col("_q").alias(SEQ), F.col("_rel").alias(REL)).localCheckpoint()
+    return df.drop(SEG).join(rel, [SEQ, *by], "left")
 
 
-def stream_bound(df: DataFrame) -> DataFrame:
+def stream_bound(df: DataFrame, by: Sequence[str] = ()) -> DataFrame:
     """Add ``BB``: max evtime of the candidates released before each arrival (a prefix max
-    over release events placed just after their releasing arrival)."""
+    over release events placed just after their releasing arrival), per ``by``."""
     events = df.where(F.col(CAND) & F.col(REL).isNotNull()).select(
+        *by,
         (F.col(REL) * 2 + 1).alias(SEQ),
         F.shiftright(F.col(REL), CHUNK_SHIFT).alias(CHUNK),
         F.col(EVT).alias("_relev"),
         F.lit(1).alias("_kind"),
     )
     rows = df.withColumns({"_oseq": F.col(SEQ), SEQ: F.col(SEQ) * 2, "_kind": F.lit(0)})
-    both = prefix_max(rows.unionByName(events, allowMissingColumns=True), {BB: "_relev"})
+    both = prefix_max(rows.unionByName(events, allowMissingColumns=True), {BB: "_relev"}, by)
     return (
         both.where(F.col("_kind") == 0)
         .withColumn(SEQ, F.col("_oseq"))

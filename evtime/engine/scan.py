@@ -112,12 +112,18 @@ def _bucket(df: DataFrame, col: str) -> Column:
 
 
 def first_above(
-    queries: DataFrame, data: DataFrame, by: Sequence[str], out: str, strict: bool = True
+    queries: DataFrame,
+    data: DataFrame,
+    by: Sequence[str],
+    out: str,
+    strict: bool = True,
+    keep_by: Sequence[str] = (),
 ) -> DataFrame:
     """For each query row ``(by..., _q, _v)``: the least ``_a`` among ``data (by..., _v, _a)``
     rows of the same key with ``_v > query._v`` (``>=`` when ``strict=False``).
 
-    Returns ``(_q, out)``.  The data's ``_v`` need not be sorted by ``_a``: this is the
+    Returns ``(keep_by..., _q, out)`` (``keep_by``: columns of ``by`` that, with ``_q``,
+    identify a query).  The data's ``_v`` need not be sorted by ``_a``: this is the
     minimum arrival over a suffix in value order, which for a monotone sequence is the first
     point that passes the query.
     """
@@ -138,7 +144,7 @@ def first_above(
     )
     found = both.withColumn("_in", F.min("_a").over(inside)).where(F.col("_k") != 0)
     found = join_small(found, carry, [*by, "_b"])
-    return found.select("_q", F.least("_bc", "_in").alias(out))
+    return found.select(*keep_by, "_q", F.least("_bc", "_in").alias(out))
 
 
 def count_offsets(df: DataFrame, group: str, out: str) -> DataFrame:

@@ -1,0 +1,328 @@
+"""evtime sweep: what-if tables, one row per setting, from one pass over the data."""
+
+from __future__ import annotations
+
+import time
+
+import click
+
+from evtime.cli import options, run
+from evtime.cli.bound import _check_columns, bound_options, spec_of
+from evtime.cli.lazy import LazyGroup
+from evtime.cli.merge import _setup, merge_options
+from evtime.units import UNITS
+
+FORMATS = ["table", "csv", "jsonl", "parquet"]
+# columns of the result, after the setting's own column
+COLUMNS = (
+    "released",
+    "discarded",
+    "held_at_end",
+    "max_hold_rows",
+    "max_hold_time",
+    "mean_hold_time",
+)
+
+SWEEP_COMMANDS = {
+    "adjust": "evtime.cli.sweep:sweep_adjust",
+    "merge": "evtime.cli.sweep:sweep_merge",
+    "bound": "evtime.cli.sweep:sweep_bound",
+}
+
+
+@click.group(cls=LazyGroup, commands=SWEEP_COMMANDS)
+def sweep() -> None:
+    """What if: released, discarded and how long rows are held, for several settings of
+    one operator, computed in one pass over the data."""
+
+
+def _int_list(ctx, param, value):
+    try:
+        values = [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r}: write integers separated by commas, e.g. 0,100,999"
+        ) from None
+    if not values:
+        raise click.BadParameter("give at least one value")
+    if any(v < 0 for v in values):
+        raise click.BadParameter(f"{value!r}: every value must be >= 0")
+    return values
+
+
+sweep_output = options._stack(
+    click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        help="table (default on a terminal), csv (default otherwise), jsonl, parquet.",
+    ),
+    click.option(
+        "-o",
+        "--output",
+        metavar="PATH",
+        default="-",
+        show_default=True,
+        help="Where to write the table of settings.",
+    ),
+    click.option("--overwrite", is_flag=True, help="Replace an existing output."),
+)
+
+
+def _duration_text(ns: int | None) -> str | None:
+    """ns (>= 0) -> '0.999s', '90s', '1.000000001s' (as explain's reasons write them)."""
+    if ns is None:
+        return None
+    s, frac = divmod(ns, 1_000_000_000)
+    tail = f"{frac:09d}".rstrip("0")
+    return f"{s}.{tail}s" if tail else f"{s}s"
+
+
+def _publish(spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool) -> None:
+    """Write the (small) table of settings like explain writes its rows; the setting's
+    column is an integer when ``numeric``, else text (durations)."""
+    import pyarrow as pa
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from evtime.cli.explain import explain_format
+    from evtime.io.reader import Layout
+    from evtime.io.writer import ROUTE, Sink
+
+    types = {"max_hold_time": StringType(), "mean_hold_time": StringType()}
+    schema = StructType(
+        [
+            StructField(setting, LongType() if numeric else StringType()),
+            *[StructField(c, types.get(c, LongType())) for c in COLUMNS],
+            StructField(ROUTE, StringType()),
+            StructField("_evt_order", LongType()),
+        ]
+    )
+    data = [(r[setting], *[r[c] for c in COLUMNS], "out", i) for i, r in enumerate(rows)]
+    frame = spark.createDataFrame(data, schema).coalesce(1).sortWithinPartitions("_evt_order")
+    fmt = explain_format(kw["fmt"], kw["output"])
+    sink = Sink("sweep", ("out",), kw["output"], fmt, [setting, *COLUMNS], [], kw["overwrite"])
+    # none of these columns is the input's own: no input type to restore
+    run.write_and_publish(frame, [sink], Layout(pa.schema([]), lay.time_col))
+
+
+def _rows(summary, shown: list, setting: str, read: int) -> list[dict]:
+    """The summary rows in setting order, checked: released + discarded = read."""
+    from evtime.errors import EvtimeError
+
+    got = {r["_evt_set"]: r for r in summary.collect()}  # one row per setting
+    rows = []
+    for i, value in enumerate(shown):
+        r = got.get(i)
+        released, discarded = (r["released"], r["discarded"]) if r else (0, 0)
+        bound_rows = r["bound_rows"] if r else 0
+        if released + discarded + bound_rows != read:
+            raise EvtimeError(
+                f"internal error: {setting} {value}: read {read} rows but released "
+                f"{released} + discarded {discarded} + bound rows {bound_rows}; please "
+                "report this"
+            )
+        rows.append(
+            {
+                setting: value,
+                "released": released,
+                "discarded": discarded,
+                "held_at_end": r["held_at_end"] if r else 0,
+                "max_hold_rows": r["max_hold_rows"] if r else None,
+                "max_hold_time": _duration_text(r["max_hold_ns"] if r else None),
+                "mean_hold_time": _duration_text(r["mean_hold_ns"] if r else None),
+            }
+        )
+    return rows
+
+
+def _done(command: str, ses: run.Session, read: int, n: int, started: float) -> None:
+    run.stop_progress()
+    if not ses.quiet:
+        click.echo(
+            f"evtime sweep {command}: read {read}, {n} settings "
+            f"({time.monotonic() - started:.1f}s)",
+            err=True,
+        )
+
+
+@click.command(
+    "adjust",
+    epilog="""
+\b
+Examples:
+  evtime sweep adjust --unit msec --range 0,100,500,999,5000 samples/tuples.parquet
+  evtime sweep adjust --unit usec --range 0,999 --key device --format csv 'in/*.parquet'
+""",
+)
+@click.option(
+    "--unit", required=True, type=click.Choice(list(UNITS)), help="Truncate times to this unit."
+)
+@click.option(
+    "--range",
+    "ranges",
+    required=True,
+    metavar="N,N,...",
+    callback=_int_list,
+    help="The ranges to try (integers >= 0, in units), comma-separated: one result row each.",
+)
+@sweep_output
+@options.input_options
+@options.session_options
+def sweep_adjust(**kw) -> None:
+    """What `evtime adjust --unit U --range N` would do, for every N given: rows released
+    and discarded, rows held to the end, the largest hold in arrivals and in time, and the
+    mean hold in time."""
+    started = time.monotonic()
+    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    from evtime.engine import sweep as engine
+
+    spark, df, lay, files = run.start(inp, ses)
+    read = run.count_read(df)
+    summary = engine.adjust(df, kw["unit"], kw["ranges"], inp.keys)
+    rows = _rows(summary, kw["ranges"], "range", read)
+    _publish(spark, rows, "range", kw, lay, numeric=True)
+    _done("adjust", ses, read, len(rows), started)
+
+
+def _duration_list(ctx, param, value):
+    from evtime.errors import UsageError
+    from evtime.units import duration_ns
+
+    texts = [v.strip() for v in value.split(",") if v.strip()]
+    if not texts:
+        raise click.BadParameter("give at least one duration")
+    try:
+        values = [duration_ns(t) for t in texts]
+    except UsageError as err:
+        raise click.BadParameter(str(err)) from None
+    if any(v < 0 for v in values) and param.name != "cti_delays":
+        raise click.BadParameter(f"{value!r}: every value must be >= 0")
+    if any(v == 0 for v in values) and param.name == "sizes":
+        raise click.BadParameter(f"{value!r}: every window must be positive")
+    return list(zip(texts, values, strict=True))
+
+
+@click.command(
+    "merge",
+    epilog="""
+\b
+Examples:
+  evtime sweep merge --arrival wall --wait 0s,30m,1h,2h --time sourceTime \\
+      E=samples/merge/apama_e.csv X=samples/merge/apama_x.csv
+  evtime sweep merge --arrival received --wait 1s,10s,1m --format csv 'cars/*.parquet'
+""",
+)
+@merge_options
+@sweep_output
+@options.input_options
+@options.session_options
+def sweep_merge(**kw) -> None:
+    """What `evtime merge --arrival COL --wait W` would do, for every W given: rows
+    released and discarded, rows held to the end, the largest hold in arrivals and in
+    arrival time, and the mean hold in arrival time."""
+    started = time.monotonic()
+    from evtime.engine import sweep as engine
+    from evtime.errors import UsageError
+
+    waits = kw.pop("waits")
+    fmt_opt, output, overwrite = kw.pop("fmt"), kw.pop("output"), kw.pop("overwrite")
+    if not kw["arrival"]:
+        raise UsageError("sweep merge needs --arrival COL (the wait is on that clock)")
+    kw["wait"] = None  # the waits are the sweep's settings
+    ses, inp, spec, df, lay = _setup(kw, "sweep merge", classify=False)
+    read = run.count_read(df)
+    summary = engine.merge(df, spec, [ns for _, ns in waits])
+    rows = _rows(summary, [t for t, _ in waits], "wait", read)
+    out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
+    _publish(df.sparkSession, rows, "wait", out, lay, numeric=False)
+    _done("merge", ses, read, len(rows), started)
+
+
+# `sweep merge` takes every option of `evtime merge` that changes what is released; its
+# --wait takes a list: swap merge's option for this one
+_wait = click.Option(
+    ["--wait", "waits"],
+    required=True,
+    metavar="D,D,...",
+    callback=_duration_list,
+    help="The waits to try (durations such as 0s, 500ms, 1h), comma-separated: one "
+    "result row each. Needs --arrival.",
+)
+sweep_merge.params = [_wait if p.name == "wait" else p for p in sweep_merge.params]
+for _p in sweep_merge.params:
+    if _p.name == "inputs":
+        _p.metavar = "SOURCE..."
+
+
+@click.command(
+    "bound",
+    epilog="""
+\b
+Examples:
+  evtime sweep bound --window 10s --bounds cti --cti-every 1 --cti-delay 0s,1s,2s,5s \\
+      samples/bound/cti.csv
+  evtime sweep bound --window 1m,5m,15m --key device samples/bound/readings.csv
+""",
+)
+@bound_options(agg_required=False)
+@sweep_output
+@options.input_options
+@options.session_options
+def sweep_bound(**kw) -> None:
+    """What `evtime bound` would do for every --cti-delay (or every --window) given: rows
+    released (entering windows) and discarded, rows held to the end, the largest hold in
+    arrivals and in time, and the mean hold in time (a row is held until its last window
+    closes)."""
+    started = time.monotonic()
+    import dataclasses
+
+    from evtime.engine import sweep as engine
+    from evtime.errors import UsageError
+
+    sizes, delays = kw.pop("sizes"), kw.pop("cti_delays")
+    if len(sizes) > 1 and len(delays) > 1:
+        raise UsageError("sweep one setting at a time: several --window or several --cti-delay")
+    fmt_opt, output, overwrite = kw.pop("fmt"), kw.pop("output"), kw.pop("overwrite")
+    kw.pop("aggs"), kw.pop("udafs")
+    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    kw["size"], kw["cti_delay"] = sizes[0][1], delays[0][1]
+    spec = spec_of(kw, inp.keys)
+    if len(delays) > 1 or (len(sizes) == 1 and spec.bounds == "cti"):
+        setting, values = "cti_delay", delays
+        specs = [dataclasses.replace(spec, cti_delay=ns) for _, ns in delays]
+    else:
+        setting, values = "window", sizes
+        specs = [dataclasses.replace(spec, size=ns) for _, ns in sizes]
+    for s in specs:
+        s.check()
+    spark, df, lay, files = run.start(inp, ses)
+    _check_columns(spec, lay)
+    read = run.count_read(df)
+    summary = engine.bound(df, specs)
+    rows = _rows(summary, [t for t, _ in values], setting, read)
+    out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
+    _publish(spark, rows, setting, out, lay, numeric=False)
+    _done("bound", ses, read, len(rows), started)
+
+
+# `sweep bound` takes every option of `evtime bound` that changes what is released; its
+# --window and --cti-delay take lists
+_lists = {
+    "size": click.Option(
+        ["--window", "sizes"],
+        required=True,
+        metavar="SIZE,SIZE,...",
+        callback=_duration_list,
+        help="Window length(s), e.g. 1m or 1m,5m,15m: several sizes are several settings.",
+    ),
+    "cti_delay": click.Option(
+        ["--cti-delay", "cti_delays"],
+        default="0ns",
+        show_default=True,
+        metavar="D,D,...",
+        callback=_duration_list,
+        help="--bounds cti: the CTI delay(s), e.g. 0s,1s,2s (may be negative): several "
+        "delays are several settings.",
+    ),
+}
+sweep_bound.params = [_lists.get(p.name, p) for p in sweep_bound.params]
