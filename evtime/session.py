@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -89,6 +90,30 @@ def check_java() -> None:
             raise SetupError(f"Spark 4 needs Java 17 or newer; {java} is Java {major}: {hint}")
 
 
+def check_reachable(remote: str, timeout: float = 10.0) -> None:
+    """Fail with one line when nothing answers at an ``sc://HOST:PORT`` URL (PySpark's
+    client would retry for about ten minutes); the line names host and port only, never the
+    URL's parameters (a token may be one of them)."""
+    if not remote.startswith("sc://"):
+        return
+    hostport = remote[len("sc://") :].split("/", 1)[0]
+    host, sep, port_text = hostport.rpartition(":")
+    if not sep or host.endswith(":"):  # no port (or a bare IPv6 address)
+        host, port_text = hostport, "15002"
+    host = host.strip("[]")
+    try:
+        port = int(port_text)
+    except ValueError:
+        raise UsageError(f"--remote: bad port in sc://{hostport}") from None
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as err:
+        why = err.strerror or type(err).__name__
+        raise SetupError(
+            f"cannot reach the Spark Connect server at sc://{hostport}: {why}"
+        ) from None
+
+
 def _log4j_options(verbose: bool) -> str:
     path = resources.files("evtime").joinpath("log4j2.properties")
     level = "warn" if verbose else "off"
@@ -132,6 +157,7 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
     if opts.reuse_server and not opts.remote:
         return _reused_server_session(builder, opts, conf)
     if opts.remote:
+        check_reachable(opts.remote)
         builder = builder.remote(opts.remote)
         conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
     else:
