@@ -69,6 +69,11 @@ class SessionOptions:
         )
 
 
+def under_spark_submit() -> bool:
+    """Whether this process was started by spark-submit (its JVM is already running)."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
 def check_java() -> None:
     """Fail with one line, before any JVM is started, when Java 17+ is not there."""
     java_home = os.environ.get("JAVA_HOME")
@@ -160,6 +165,15 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
         check_reachable(opts.remote)
         builder = builder.remote(opts.remote)
         conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
+    elif under_spark_submit():
+        # spark-submit started the driver JVM with its --master and --conf: keep them
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()
+        given = dict(SparkConf().getAll())
+        conf = {k: v for k, v in conf.items() if k not in given}
+        if opts.master:
+            builder = builder.master(opts.master)
     else:
         check_java()
         master = opts.master or "local[*]"
