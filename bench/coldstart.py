@@ -44,11 +44,16 @@ def run(confs: list[str], extra: list[str] | None = None, env: dict | None = Non
     for c in confs:
         args += ["--conf", c]
     args += JOB[1:]
-    t = time.monotonic()
-    p = subprocess.run(args, capture_output=True, text=True, env=env or os.environ)
-    took = time.monotonic() - t
-    if p.returncode != 0 or "read 5, released 5" not in p.stderr:
-        raise SystemExit(f"run failed: {args}\n{p.stderr[-2000:]}")
+    # output to files, not pipes: the time is the evtime process's, as `time` and cron see it
+    # (a JVM still shutting down after evtime exited would otherwise hold the pipes)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
+        t = time.monotonic()
+        code = subprocess.run(args, stdout=out, stderr=err, env=env or os.environ).returncode
+        took = time.monotonic() - t
+        err.seek(0)
+        text = err.read()
+    if code != 0 or "read 5, released 5" not in text:
+        raise SystemExit(f"run failed: {args}\n{text[-2000:]}")
     return took
 
 
@@ -69,13 +74,18 @@ def main() -> None:
             before = load()
             took = run(VARIANTS[n][1])
             times[n].append((took, before))
-            print(json.dumps({"round": r, "variant": n, "secs": round(took, 2), "load1": before}),
-                  flush=True)
+            print(
+                json.dumps({"round": r, "variant": n, "secs": round(took, 2), "load1": before}),
+                flush=True,
+            )
     for n in names:
         secs = [s for s, _ in times[n]]
         loads = [f"{ld:.1f}" for _, ld in times[n]]
-        print(f"| {n} | {VARIANTS[n][0]} | {len(secs)} | {statistics.median(secs):.1f} | "
-              f"{min(secs):.1f}–{max(secs):.1f} | {', '.join(loads)} |", flush=True)
+        print(
+            f"| {n} | {VARIANTS[n][0]} | {len(secs)} | {statistics.median(secs):.1f} | "
+            f"{min(secs):.1f}–{max(secs):.1f} | {', '.join(loads)} |",
+            flush=True,
+        )
     if a.warm:
         state = tempfile.mkdtemp(prefix="evtime-bench-warm-")
         env = dict(os.environ, SPARK_LOCAL_CONNECT_DISCOVERY=os.path.join(state, "d.json"))
@@ -87,12 +97,17 @@ def main() -> None:
             for _ in range(a.repeat):
                 before = load()
                 warm.append((run([], ["--reuse-server"], env), before))
-                print(json.dumps({"variant": "warm", "secs": round(warm[-1][0], 2),
-                                  "load1": before}), flush=True)
+                print(
+                    json.dumps({"variant": "warm", "secs": round(warm[-1][0], 2), "load1": before}),
+                    flush=True,
+                )
             secs = [s for s, _ in warm]
-            print(f"| warm | --reuse-server, server running | {len(secs)} | "
-                  f"{statistics.median(secs):.1f} | {min(secs):.1f}–{max(secs):.1f} | "
-                  f"{', '.join(f'{ld:.1f}' for _, ld in warm)} |", flush=True)
+            print(
+                f"| warm | --reuse-server, server running | {len(secs)} | "
+                f"{statistics.median(secs):.1f} | {min(secs):.1f}–{max(secs):.1f} | "
+                f"{', '.join(f'{ld:.1f}' for _, ld in warm)} |",
+                flush=True,
+            )
         finally:
             subprocess.run([sys.executable, "-m", "evtime", "server", "stop"], env=env)
             del t

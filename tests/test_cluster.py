@@ -72,3 +72,24 @@ def test_parts_the_driver_cannot_see_fail_loudly(run_cli, workdir, monkeypatch):
     assert r.exit_code == 1
     assert "cannot see" in r.stderr and "EVTIME_STAGING" in r.stderr
     assert not (workdir / "out.parquet").exists()
+
+
+@pytest.mark.slow
+def test_server_start_and_status_report_the_running_server(workers):
+    """`evtime server start` (for systemd) finds or starts the --reuse-server server and
+    says where it listens; `status` agrees; neither prints the token."""
+    import json
+
+    from tests.where import Worker
+
+    if "connect" not in workers:
+        workers["connect"] = Worker("connect")
+    w = workers["connect"]
+    code, out, err, exc = w.run(["server", "start"], None)
+    assert code == 0, (err, exc)
+    with open(w.env["SPARK_LOCAL_CONNECT_DISCOVERY"]) as fh:
+        record = json.load(fh)
+    assert f"running: sc://localhost:{record['port']} pid {record['pid']}" in out
+    code, status, err, exc = w.run(["server", "status"], None)
+    assert code == 0 and f"running: sc://localhost:{record['port']}" in status
+    assert record["token"] not in out + err + status
