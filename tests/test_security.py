@@ -194,3 +194,15 @@ def test_remote_right_token_runs_and_is_not_printed(server, cli_env):
     assert p.returncode == 0, p.stderr[-2000:]
     assert "read 5, released 5" in p.stderr
     assert record["token"] not in p.stdout + p.stderr
+
+
+def test_redact_masks_tokens_in_urls_settings_and_the_environment(monkeypatch):
+    from evtime.errors import redact
+
+    monkeypatch.setenv("SPARK_CONNECT_AUTHENTICATE_TOKEN", SECRET)
+    text = redact(
+        f"sc://h:1/;token={SECRET};use_ssl=true spark.connect.authenticate.token=abc "
+        f"Bearer {SECRET}"
+    )
+    assert SECRET not in text and "abc" not in text
+    assert "sc://h:1/;token=***;use_ssl=true" in text
