@@ -233,6 +233,7 @@ def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):
     conf.update(LOCAL_CONF)
     conf["spark.driver.extraJavaOptions"] = _log4j_options(opts.verbose)
     conf.update(opts.conf)
+    _allow_slow_server_start()
     builder = builder.remote(master).config("spark.local.connect.reuse", "true")
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -241,6 +242,21 @@ def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):
         # change them, and PySpark warns about each one
         warnings.filterwarnings("ignore", message="Failed to set spark")
         return builder.getOrCreate()
+
+
+def _allow_slow_server_start() -> None:
+    """PySpark gives the server 120 s to start, then kills it; on a busy machine (measured:
+    load 25 on 2 cores) that is not enough.  EVTIME_SERVER_START_TIMEOUT seconds (default
+    600) instead, through the launcher's (private) setting when it has one."""
+    from pyspark.sql.connect import local_server
+
+    launcher = getattr(local_server, "ServerLauncher", None)
+    try:
+        wanted = int(os.environ.get("EVTIME_SERVER_START_TIMEOUT", "600"))
+    except ValueError:
+        raise UsageError("EVTIME_SERVER_START_TIMEOUT takes a number of seconds") from None
+    if launcher is not None and isinstance(getattr(launcher, "_READY_TIMEOUT", None), int):
+        launcher._READY_TIMEOUT = max(launcher._READY_TIMEOUT, wanted)
 
 
 def server_status() -> dict[str, object] | None:
