@@ -29,12 +29,6 @@ DEFAULT_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.legacy.parquet.nanosAsLong": "true",
 }
-# Small inputs (SMALL_INPUT bytes of local files at most; EVTIME_FAST_START=0 turns this
-# off): one shuffle partition (no sampling job for the sort, one output part) and a driver
-# JVM that starts fast rather than runs long.  Measured in bench/RESULTS.md.
-SMALL_INPUT = 64 << 20
-SMALL_CONF = {"spark.sql.shuffle.partitions": "1"}
-FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # Local mode: every port the driver opens stays on loopback.
 LOCAL_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
@@ -49,11 +43,6 @@ class SessionOptions:
     conf: dict[str, str] = field(default_factory=dict)
     verbose: bool = False
     reuse_server: bool = False
-    small: bool = False  # the input is small (see SMALL_INPUT)
-
-    @property
-    def fast_start(self) -> bool:
-        return self.small and os.environ.get("EVTIME_FAST_START", "1") not in ("0", "false")
 
     @classmethod
     def from_cli(
@@ -63,7 +52,6 @@ class SessionOptions:
         conf: tuple[str, ...],
         verbose: bool,
         reuse_server: bool = False,
-        small: bool = False,
     ) -> SessionOptions:
         pairs: dict[str, str] = {}
         env_conf = [c for c in os.environ.get("EVTIME_CONF", "").split(",") if c.strip()]
@@ -78,7 +66,6 @@ class SessionOptions:
             conf=pairs,
             verbose=verbose,
             reuse_server=reuse_server or os.environ.get("EVTIME_REUSE_SERVER", "") in ("1", "true"),
-            small=small,
         )
 
 
@@ -172,8 +159,6 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
 
     builder = SparkSession.builder.appName("evtime")
     conf = dict(DEFAULT_CONF)
-    if opts.fast_start:
-        conf.update(SMALL_CONF)
     if opts.reuse_server and not opts.remote:
         return _reused_server_session(builder, opts, conf)
     if opts.remote:
@@ -199,8 +184,6 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
             conf.update(LOCAL_CONF)
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         java_opts = _log4j_options(opts.verbose)
-        if opts.fast_start:
-            java_opts = f"{java_opts} {FAST_JVM}"
         extra = opts.conf.get("spark.driver.extraJavaOptions")
         conf["spark.driver.extraJavaOptions"] = f"{java_opts} {extra}" if extra else java_opts
     conf.update({k: v for k, v in opts.conf.items() if k != "spark.driver.extraJavaOptions"})

@@ -36,10 +36,6 @@ os.environ.update(
 )
 for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
     os.environ.pop(_var, None)
-# In-process runs share one session: keep its several shuffle partitions (the small-input
-# setting of one partition would hide partition boundaries from every test); the workers of
-# tests/where.py run with it, so both are covered.
-os.environ.setdefault("EVTIME_FAST_START", "0")
 SAMPLES = ROOT / "samples"
 SEED_PATTERN = "yyyy/MM/dd HH:mm:ss:SSSSSSSSS"
 

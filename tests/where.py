@@ -72,7 +72,6 @@ class Worker:
         self.state = tempfile.mkdtemp(prefix="evtime-test-connect-")
         paths = [_root(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
         env = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in paths if p))}
-        env["EVTIME_FAST_START"] = "1"  # the small-input settings (conftest turns them off)
         if where == "local-cluster":
             env["EVTIME_MASTER"] = LOCAL_CLUSTER
         else:
