@@ -62,6 +62,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--variants", default="A,B,C,D,E")
     ap.add_argument("--warm", action="store_true", help="also time --reuse-server runs")
+    ap.add_argument("--warm-repeat", type=int, default=3)
     a = ap.parse_args()
     names = a.variants.split(",")
     if "E" in names and not os.path.exists(CDS):
@@ -80,6 +81,8 @@ def main() -> None:
             )
     for n in names:
         secs = [s for s, _ in times[n]]
+        if not secs:
+            continue
         loads = [f"{ld:.1f}" for _, ld in times[n]]
         print(
             f"| {n} | {VARIANTS[n][0]} | {len(secs)} | {statistics.median(secs):.1f} | "
@@ -94,7 +97,7 @@ def main() -> None:
             first = run([], ["--reuse-server"], env)
             print(f"# warm server: first run (starts it) {first:.1f}s", flush=True)
             warm = []
-            for _ in range(a.repeat):
+            for _ in range(a.warm_repeat):
                 before = load()
                 warm.append((run([], ["--reuse-server"], env), before))
                 print(

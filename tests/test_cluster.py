@@ -93,3 +93,19 @@ def test_server_start_and_status_report_the_running_server(workers):
     code, status, err, exc = w.run(["server", "status"], None)
     assert code == 0 and f"running: sc://localhost:{record['port']}" in status
     assert record["token"] not in out + err + status
+
+
+def test_fast_start_only_for_small_local_inputs(monkeypatch):
+    from evtime.cli.run import small_input
+    from evtime.io.sources import InputFile, expand_inputs
+    from evtime.session import SessionOptions
+
+    local = expand_inputs([str(SAMPLES / "tuples.parquet")], None)
+    assert small_input(local)
+    assert not small_input(
+        [InputFile(0, "s3://bucket/x.parquet", "s3://bucket/x.parquet", "parquet")]
+    )
+    monkeypatch.delenv("EVTIME_FAST_START", raising=False)
+    assert SessionOptions(small=True).fast_start and not SessionOptions(small=False).fast_start
+    monkeypatch.setenv("EVTIME_FAST_START", "0")
+    assert not SessionOptions(small=True).fast_start

@@ -72,7 +72,9 @@ def start(inp: Inputs, ses: Session):
                 f"no column {col!r}; columns: {', '.join(names)}{reader.suggest(col, names)}"
             )
     spark = build_session(
-        SessionOptions.from_cli(ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server)
+        SessionOptions.from_cli(
+            ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server, small_input(files)
+        )
     )
     global _progress
     from evtime.progress import maybe_start
@@ -89,6 +91,24 @@ def start(inp: Inputs, ses: Session):
 
         df = order_arrivals(df, inp.order_by)
     return spark, df, lay, files
+
+
+def small_input(files) -> bool:
+    """Whether the input is local files of SMALL_INPUT bytes at most (remote URLs: unknown,
+    so not small)."""
+    import os
+
+    from evtime.session import SMALL_INPUT
+
+    total = 0
+    for f in files:
+        if "://" in f.url:
+            return False
+        try:
+            total += os.path.getsize(f.url)
+        except OSError:
+            return False
+    return total <= SMALL_INPUT
 
 
 def discards_sink(
