@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -115,6 +116,7 @@ def main() -> None:
             )
         finally:
             subprocess.run([sys.executable, "-m", "evtime", "server", "stop"], env=env)
+            shutil.rmtree(state, ignore_errors=True)
             del t
 
 
