@@ -68,3 +68,17 @@ def from_spark(exc: BaseException) -> EvtimeError | None:
         m.group(1), EvtimeError
     )
     return cls(m.group(2))
+
+
+_TOKEN_IN_TEXT = re.compile(r"(token\s*[=:]\s*[\"']?)[^;/\s'\",)]+", re.I)
+
+
+def redact(text: str) -> str:
+    """``text`` without Spark Connect tokens (the environment's, or ``token=...`` in a URL
+    or setting): what evtime prints on errors and with ``-v`` goes through here."""
+    import os
+
+    secret = os.environ.get("SPARK_CONNECT_AUTHENTICATE_TOKEN")
+    if secret and len(secret) >= 4:
+        text = text.replace(secret, "***")
+    return _TOKEN_IN_TEXT.sub(r"\1***", text)

@@ -14,9 +14,6 @@ import socket
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-
-from evtime.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -68,22 +65,56 @@ class Result:
         return [json.loads(line) for line in self.stdout.splitlines() if line.strip()]
 
 
+EVERYWHERE = [
+    "local",
+    pytest.param("local-cluster", marks=pytest.mark.slow),
+    pytest.param("connect", marks=pytest.mark.slow),
+]
+
+
+def pytest_generate_tests(metafunc):
+    """Tests in modules marked ``everywhere`` (the acceptance tests) run their CLI calls
+    locally, on a local-cluster and through Spark Connect (see tests/where.py)."""
+    if "run_cli" in metafunc.fixturenames and metafunc.definition.get_closest_marker("everywhere"):
+        metafunc.parametrize("where", EVERYWHERE, indirect=True)
+
+
 @pytest.fixture
-def run_cli(spark):
-    """Run ``evtime ARGS`` in this process (shared Spark session); returns a Result."""
+def where(request) -> str:
+    return getattr(request, "param", "local")
+
+
+_workers: dict = {}
+
+
+@pytest.fixture(scope="session")
+def workers():
+    """The worker processes of tests/where.py, started on first use, stopped at the end."""
+    try:
+        yield _workers
+    finally:
+        for w in _workers.values():
+            w.stop()
+        _workers.clear()
+
+
+@pytest.fixture
+def run_cli(request, where):
+    """Run ``evtime ARGS`` (in this process on the shared Spark session, or in the worker
+    for ``where``); returns a Result."""
+    from tests.where import Worker, invoke
+
+    if where == "local":
+        request.getfixturevalue("spark")
+        call = invoke
+    else:
+        pool = request.getfixturevalue("workers")
+        if where not in pool:
+            pool[where] = Worker(where)
+        call = pool[where].run
 
     def run(*args: str, input: str | bytes | None = None) -> Result:
-        runner = CliRunner()
-        code, exc = 0, None
-        with runner.isolation(input=input) as (out, err, _):
-            try:
-                main([str(a) for a in args])
-            except SystemExit as stop:
-                code = stop.code if isinstance(stop.code, int) else 1
-            except Exception as e:  # pragma: no cover - surfaced to the test
-                code, exc = 1, e
-            stdout, stderr = out.getvalue().decode(), err.getvalue().decode()
-        return Result(code, stdout, stderr, exc)
+        return Result(*call([str(a) for a in args], input))
 
     return run
 

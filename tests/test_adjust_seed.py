@@ -8,6 +8,9 @@ import pytest
 from tests.conftest import SAMPLES, SEED_PATTERN
 from tests.seeds import DAY, TABLES
 
+# also on local-cluster and through Spark Connect (tests/where.py)
+pytestmark = pytest.mark.everywhere
+
 INPUTS = {
     "csv": [str(SAMPLES / "tuples.csv"), "--time-format", SEED_PATTERN],
     "parquet": [str(SAMPLES / "tuples.parquet")],

@@ -17,6 +17,9 @@ try:
 except ImportError:  # pragma: no cover
     from model.bound import Event, bound
 
+# also on local-cluster and through Spark Connect (tests/where.py)
+pytestmark = pytest.mark.everywhere
+
 TRADES = SAMPLES / "bound" / "trades.csv"
 CTI = SAMPLES / "bound" / "cti.csv"
 DAY = "2006-09-11T"

@@ -19,6 +19,7 @@ PAGES = {  # command path -> man pages that document its options
     ("merge",): ["evtime-merge.1"],
     ("bound",): ["evtime-bound.1"],
     ("server",): ["evtime-server.1"],
+    ("server", "start"): ["evtime-server.1"],
     ("explain", "adjust"): ["evtime-explain.1", "evtime-adjust.1"],
     ("explain", "merge"): ["evtime-explain.1", "evtime-merge.1"],
     ("explain", "bound"): ["evtime-explain.1", "evtime-bound.1"],

@@ -7,6 +7,8 @@ from __future__ import annotations
 import csv
 from datetime import datetime
 
+import pytest
+
 from tests.conftest import SAMPLES
 
 try:
@@ -15,6 +17,9 @@ try:
 except ImportError:  # tests/ is not a package: pytest puts tests/ itself on sys.path
     from model.adjust import iso
     from model.merge import Arrival, merge
+
+# also on local-cluster and through Spark Connect (tests/where.py)
+pytestmark = pytest.mark.everywhere
 
 MERGE = SAMPLES / "merge"
 DAY = "2006-10-10T"

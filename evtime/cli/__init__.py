@@ -11,7 +11,7 @@ import click
 
 from evtime import __version__
 from evtime.cli.lazy import LazyGroup
-from evtime.errors import EvtimeError, ExitStatus, PipeClosed, from_spark
+from evtime.errors import EvtimeError, ExitStatus, PipeClosed, from_spark, redact
 
 COMMANDS = {
     "adjust": "evtime.cli.adjust:adjust",
@@ -53,11 +53,17 @@ def _verbose(argv: list[str]) -> bool:
     return "-v" in argv or "--verbose" in argv
 
 
+def _traceback() -> None:
+    """The current traceback on stderr (-v), without Spark Connect tokens."""
+    sys.stderr.write(redact(traceback.format_exc()))
+    sys.stderr.flush()
+
+
 def _fail(message: str, status: int) -> None:
     from evtime.cli.run import stop_progress
 
     stop_progress()
-    click.echo(f"evtime: {message}", err=True)
+    click.echo(f"evtime: {redact(message)}", err=True)
     sys.exit(status)
 
 
@@ -72,7 +78,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail("aborted", ExitStatus.ERROR)
     except EvtimeError as err:
         if _verbose(argv):
-            traceback.print_exc()
+            _traceback()
         _fail(str(err), err.exit_status)
     except (BrokenPipeError, PipeClosed):
         # the reader went away (| head): end quietly
@@ -83,7 +89,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail("interrupted", 130)
     except Exception as err:  # Spark errors, internal errors: one line unless -v
         if _verbose(argv):
-            traceback.print_exc()
+            _traceback()
         ours = from_spark(err)
         if ours is not None:
             _fail(str(ours), ours.exit_status)

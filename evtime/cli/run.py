@@ -108,7 +108,9 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
     if check:
         check(lay)
     spark = build_session(
-        SessionOptions.from_cli(ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server)
+        SessionOptions.from_cli(
+            ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server, small_input(files)
+        )
     )
     _pyspark_error_logs(ses.verbose)
     global _progress
@@ -167,6 +169,24 @@ def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard")
 
 def rejected_count(inp: Inputs) -> int:
     return 0 if inp.rejected is None else inp.rejected.count()
+
+
+def small_input(files) -> bool:
+    """Whether the input is local files of SMALL_INPUT bytes at most (remote URLs: unknown,
+    so not small)."""
+    import os
+
+    from evtime.session import SMALL_INPUT
+
+    total = 0
+    for f in files:
+        if "://" in f.url:
+            return False
+        try:
+            total += os.path.getsize(f.url)
+        except OSError:
+            return False
+    return total <= SMALL_INPUT
 
 
 def discards_sink(

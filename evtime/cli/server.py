@@ -10,6 +10,7 @@ import click
 \b
 Examples:
   evtime --help; evtime adjust --reuse-server --unit msec --range 999 in.csv
+  evtime server start
   evtime server status
   evtime server stop
 """
@@ -19,6 +20,20 @@ def server() -> None:
 
     The first run with --reuse-server starts a Spark Connect server on loopback and later
     runs reuse it, saving the JVM start-up; it runs until stopped."""
+
+
+@server.command(epilog="\b\nExamples:\n  evtime server start")
+@click.option("-v", "--verbose", is_flag=True, help="Spark's warnings and full tracebacks.")
+def start(verbose: bool) -> None:
+    """Start the reused local server now (or find it running), without running a job: for a
+    systemd unit or a boot script, so the first --reuse-server job is warm too."""
+    from evtime.session import SessionOptions, build_session, server_status
+
+    build_session(SessionOptions(reuse_server=True, verbose=verbose))
+    info = server_status()
+    if info is None:  # pragma: no cover - PySpark recorded nothing
+        raise click.ClickException("the local server did not record itself")
+    click.echo(f"running: {info['url']} pid {info['pid']} spark {info['spark']}")
 
 
 @server.command(epilog="\b\nExamples:\n  evtime server status")

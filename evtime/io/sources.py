@@ -69,8 +69,15 @@ def _expand(arg: str) -> list[str]:
     fs, _, paths = fsspec.get_fs_token_paths(arg)
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
 
+    scheme = arg.split("://", 1)[0] if "://" in arg else None
+
     def url(p: str) -> str:
-        return p if protocol in ("file", "local") else fs.unstrip_protocol(p)
+        if protocol in ("file", "local"):
+            return p
+        if scheme in ("s3a", "s3n") and "://" not in p:
+            # Spark's spelling of S3: read it the same way (s3fs), shown as written
+            return f"{scheme}://{p}"
+        return fs.unstrip_protocol(p)
 
     if any(ch in arg for ch in "*?["):
         found = sorted(p for p in paths if fs.isfile(p))

@@ -31,6 +31,7 @@ from evtime.io.timeparse import format_ns
 
 ROUTE = "_evt_route"  # which sink a row goes to ('' = counted, written nowhere)
 OUT_FORMATS = ("csv", "parquet", "jsonl", "table")
+FILES = "\0files:"  # counts of part files per sink travel with the row counts
 
 
 @dataclass
@@ -160,6 +161,9 @@ def write(df, sinks: list[Sink], lay: Layout, staging: str) -> dict[str, int]:
                         if sink.name not in writers:
                             path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
                             writers[sink.name] = _PartWriter(path, sink)
+                            # one per part file: the driver checks it can see them all
+                            key = FILES + sink.name
+                            seen[key] = seen.get(key, 0) + 1
                         writers[sink.name].write(_prepare(sel, sink, lay))
         finally:
             for w in writers.values():
@@ -178,7 +182,17 @@ def write(df, sinks: list[Sink], lay: Layout, staging: str) -> dict[str, int]:
         .agg(F.sum("rows").alias("rows"))
         .collect()
     )  # one row per route: a handful of numbers
-    return {r["route"]: r["rows"] for r in counts}
+    seen = {r["route"]: r["rows"] for r in counts}
+    for sink in sinks:
+        written, found = seen.pop(FILES + sink.name, 0), len(_parts(staging, sink.name))
+        if found != written:
+            # tasks ran where the driver's staging directory is not (a real cluster)
+            raise OutputError(
+                f"the Spark tasks wrote {written} part file(s) of {sink.name} that this machine "
+                f"cannot see in {staging} (found {found}): on a cluster, set EVTIME_STAGING to "
+                "a directory mounted at the same path on this machine and every executor"
+            )
+    return seen
 
 
 def _runs(batch: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -199,7 +213,12 @@ def _runs(batch: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]:
 
 
 def staging_dir() -> str:
-    return tempfile.mkdtemp(prefix="evtime-")
+    """A fresh directory for the part files: under EVTIME_STAGING if set (on a cluster, a
+    directory every executor and this machine share), else under the temp directory."""
+    base = os.environ.get("EVTIME_STAGING") or None
+    if base is not None and not os.path.isdir(base):
+        raise UsageError(f"EVTIME_STAGING={base}: no such directory")
+    return tempfile.mkdtemp(prefix="evtime-", dir=base)
 
 
 def _parts(staging: str, name: str) -> list[str]:

@@ -1,0 +1,124 @@
+"""Cold start of the sample job: interleaved A/B runs of JVM/Spark settings (see RESULTS.md).
+
+python bench/coldstart.py [--repeat 3] [--variants A,B,...]
+Each round runs every variant once, in turn, so load changes hit all variants alike; the
+1-minute load average is recorded with every run.  Wall time is the whole `evtime` process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOB = ["adjust", "--unit", "msec", "--range", "999", os.path.join(ROOT, "samples/tuples.parquet")]
+CDS = os.path.join(tempfile.gettempdir(), "evtime-bench-cds.jsa")
+FAST_JIT = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+VARIANTS = {
+    "A": ("defaults", []),
+    "B": ("driver JVM: " + FAST_JIT, [f"spark.driver.extraJavaOptions={FAST_JIT}"]),
+    "C": ("shuffle partitions 1", ["spark.sql.shuffle.partitions=1"]),
+    "D": ("B + C", [f"spark.driver.extraJavaOptions={FAST_JIT}", "spark.sql.shuffle.partitions=1"]),
+    "E": (
+        "D + AppCDS archive",
+        [
+            f"spark.driver.extraJavaOptions={FAST_JIT} -XX:SharedArchiveFile={CDS}",
+            "spark.sql.shuffle.partitions=1",
+        ],
+    ),
+}
+
+
+def load() -> float:
+    return os.getloadavg()[0]
+
+
+def run(confs: list[str], extra: list[str] | None = None, env: dict | None = None) -> float:
+    args = [sys.executable, "-m", "evtime", *JOB[:1], *(extra or [])]
+    for c in confs:
+        args += ["--conf", c]
+    args += JOB[1:]
+    # output to files, not pipes: the time is the evtime process's, as `time` and cron see it
+    # (a JVM still shutting down after evtime exited would otherwise hold the pipes)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
+        t = time.monotonic()
+        code = subprocess.run(args, stdout=out, stderr=err, env=env or os.environ).returncode
+        took = time.monotonic() - t
+        err.seek(0)
+        text = err.read()
+    if code != 0 or "read 5, released 5" not in text:
+        raise SystemExit(f"run failed: {args}\n{text[-2000:]}")
+    return took
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--variants", default="A,B,C,D,E")
+    ap.add_argument("--warm", action="store_true", help="also time --reuse-server runs")
+    ap.add_argument("--warm-repeat", type=int, default=3)
+    a = ap.parse_args()
+    # the variants spell their settings out: evtime's own small-input JVM options are off
+    os.environ["EVTIME_FAST_START"] = "0"
+    names = a.variants.split(",")
+    if "E" in names and not os.path.exists(CDS):
+        t = time.monotonic()
+        run([f"spark.driver.extraJavaOptions={FAST_JIT} -XX:ArchiveClassesAtExit={CDS}"])
+        print(f"# CDS archive made in {time.monotonic() - t:.1f}s", flush=True)
+    times: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    for r in range(a.repeat):
+        for n in names:
+            before = load()
+            took = run(VARIANTS[n][1])
+            times[n].append((took, before))
+            print(
+                json.dumps({"round": r, "variant": n, "secs": round(took, 2), "load1": before}),
+                flush=True,
+            )
+    for n in names:
+        secs = [s for s, _ in times[n]]
+        if not secs:
+            continue
+        loads = [f"{ld:.1f}" for _, ld in times[n]]
+        print(
+            f"| {n} | {VARIANTS[n][0]} | {len(secs)} | {statistics.median(secs):.1f} | "
+            f"{min(secs):.1f}–{max(secs):.1f} | {', '.join(loads)} |",
+            flush=True,
+        )
+    if a.warm:
+        state = tempfile.mkdtemp(prefix="evtime-bench-warm-")
+        env = dict(os.environ, SPARK_LOCAL_CONNECT_DISCOVERY=os.path.join(state, "d.json"))
+        try:
+            t = time.monotonic()
+            first = run([], ["--reuse-server"], env)
+            print(f"# warm server: first run (starts it) {first:.1f}s", flush=True)
+            warm = []
+            for _ in range(a.warm_repeat):
+                before = load()
+                warm.append((run([], ["--reuse-server"], env), before))
+                print(
+                    json.dumps({"variant": "warm", "secs": round(warm[-1][0], 2), "load1": before}),
+                    flush=True,
+                )
+            secs = [s for s, _ in warm]
+            print(
+                f"| warm | --reuse-server, server running | {len(secs)} | "
+                f"{statistics.median(secs):.1f} | {min(secs):.1f}–{max(secs):.1f} | "
+                f"{', '.join(f'{ld:.1f}' for _, ld in warm)} |",
+                flush=True,
+            )
+        finally:
+            subprocess.run([sys.executable, "-m", "evtime", "server", "stop"], env=env)
+            shutil.rmtree(state, ignore_errors=True)
+            del t
+
+
+if __name__ == "__main__":
+    main()

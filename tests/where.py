@@ -1,0 +1,125 @@
+"""Where a test's CLI runs: in this process on the shared local[2] session ("local"), or in a
+long-lived worker process whose SparkSession is a ``local-cluster[2,1,1024]`` (separate
+executor JVMs and Python workers) or a session on the reused local Spark Connect server.
+
+A SparkSession is process-global (and a Spark Connect session in a process switches PySpark
+to Connect mode), so the other two run in their own process: one per kind for the whole test
+session, started on first use, stopped at session end.  The worker runs the very same
+in-process CLI call as ``run_cli`` (``invoke`` below); the kind of Spark is chosen the way
+users choose it, by the environment (EVTIME_MASTER / EVTIME_REUSE_SERVER), so every option
+goes through the real CLI path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from typing import Any
+
+LOCAL_CLUSTER = "local-cluster[2,1,1024]"
+WHERE = ("local", "local-cluster", "connect")
+
+
+def invoke(args: list[str], input: str | bytes | None) -> tuple[int, str, str, Any]:
+    """``evtime ARGS`` in this process: exit status, stdout, stderr, unexpected exception."""
+    from click.testing import CliRunner
+
+    from evtime.cli import main
+
+    code, exc = 0, None
+    with CliRunner().isolation(input=input) as (out, err, _):
+        try:
+            main([str(a) for a in args])
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+        except Exception as e:  # pragma: no cover - surfaced to the test
+            code, exc = 1, e
+        return code, out.getvalue().decode(), err.getvalue().decode(), exc
+
+
+def _serve(conn, env: dict[str, str]) -> None:
+    os.environ.update(env)
+    try:
+        while True:
+            msg = conn.recv()
+            if msg is None:
+                break
+            args, input_, cwd = msg
+            os.chdir(cwd)
+            code, out, err, exc = invoke(args, input_)
+            conn.send(
+                (code, out, err, None if exc is None else "".join(traceback.format_exception(exc)))
+            )
+    finally:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is not None:
+            spark.stop()
+        conn.close()
+
+
+class Worker:
+    """A process that runs CLI calls on one kind of Spark, kept for the test session."""
+
+    def __init__(self, where: str):
+        self.where = where
+        self.state = tempfile.mkdtemp(prefix="evtime-test-connect-")
+        paths = [_root(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
+        env = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in paths if p))}
+        if where == "local-cluster":
+            env["EVTIME_MASTER"] = LOCAL_CLUSTER
+        else:
+            # the server evtime starts for --reuse-server, recorded here, not in the user's
+            # own state directory; stopped at the end (stop())
+            env["EVTIME_REUSE_SERVER"] = "1"
+            env["SPARK_LOCAL_CONNECT_DISCOVERY"] = os.path.join(self.state, "connect-local.json")
+        self.env = env
+        ctx = multiprocessing.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, env), daemon=True)
+        self.proc.start()
+        child.close()
+
+    def run(self, args: list[str], input: str | bytes | None) -> tuple[int, str, str, Any]:
+        self.conn.send(([str(a) for a in args], input, os.getcwd()))
+        return self.conn.recv()
+
+    def stop(self) -> None:
+        with contextlib.suppress(OSError):
+            self.conn.send(None)
+        self.proc.join(timeout=120)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        if self.where == "connect":
+            stop_server(self.env["SPARK_LOCAL_CONNECT_DISCOVERY"])
+        shutil.rmtree(self.state, ignore_errors=True)
+
+
+def stop_server(discovery_path: str) -> None:
+    """Stop the reused local server recorded at ``discovery_path`` (if it runs)."""
+    from pyspark.sql.connect.local_server import Discovery, LocalConnectServer
+
+    if not os.path.exists(discovery_path):
+        return
+    with Discovery(discovery_path) as discovery:
+        server = LocalConnectServer(discovery)
+        pid = server.pid
+        server.stop()
+    deadline = time.monotonic() + 60
+    while pid is not None and time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.2)
+
+
+def _root() -> str:
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
