@@ -55,7 +55,7 @@ def adjust(**kw) -> None:
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     from evtime.engine import adjust as engine
     from evtime.errors import UsageError
-    from evtime.io.writer import ROUTE, Sink, output_format
+    from evtime.io.writer import ROUTE
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
     if kw["emit_bounds"] and "=" not in (kw["bound_marker"] or ""):
@@ -76,28 +76,10 @@ def adjust(**kw) -> None:
     spark, df, lay, files = run.start(inp, ses)
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     own = lay.schema.names
-    if kw["as_"] in own:
-        raise UsageError(
-            f"the input already has a column {kw['as_']!r}: name the adjusted "
-            "time otherwise with --as NAME"
-        )
-    df = engine.classify(df, spec)
-    out = Sink(
-        "output",
-        ("out",),
-        kw["output"],
-        output_format(kw["output"], kw["output_format"]),
-        [*own, kw["as_"]],
-        [kw["as_"]],
-        kw["overwrite"],
-    )
-    sinks = [out]
+    df, sinks = _sinks(engine.classify(df, spec), spec, own, kw)
+    out = sinks[0]
     from pyspark.sql import functions as F
 
-    df = df.withColumn(kw["as_"], F.col(engine.EVT))
-    if kw["discards"]:
-        df = engine.with_discard_columns(df, spec)
-        sinks.append(run.discards_sink(kw["discards"], kw["overwrite"], own))
     df = df.withColumn(ROUTE, F.when(F.col(engine.KEEP), "out").otherwise("discard"))
     if kw["emit_bounds"]:
         df, out.columns = _with_bounds(df, spec, lay, kw, inp, out.columns)
@@ -125,40 +107,20 @@ def _stateful(kw, spec, ses, inp, started) -> None:
 
 
 def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
-    from pyspark.sql import functions as F
 
     from evtime.engine import adjust as engine
-    from evtime.errors import UsageError
     from evtime.io.reader import T
-    from evtime.io.writer import Sink, output_format
+    from evtime.io.writer import Sink
 
     good = run.count_read(df)  # bad rows (--bad-rows discard) take no arrival number
     read = good + run.rejected_count(inp)
     own = lay.schema.names
-    if kw["as_"] in own:
-        raise UsageError(
-            f"the input already has a column {kw['as_']!r}: name the adjusted "
-            "time otherwise with --as NAME"
-        )
     held_file, refs_file = stf.file("held.parquet"), stf.file("refs.parquet")
     refs = spark.read.parquet(refs_file) if refs_file else None
     carried = spark.read.parquet(held_file) if held_file else None
     df = engine.classify(df, spec, refs)
     df = engine.carry_on(df, spec, carried, refs, stf.st.arrivals, stf.flush)
-    out = Sink(
-        "output",
-        ("out",),
-        kw["output"],
-        output_format(kw["output"], kw["output_format"]),
-        [*own, kw["as_"]],
-        [kw["as_"]],
-        kw["overwrite"],
-    )
-    sinks = [out]
-    df = df.withColumn(kw["as_"], F.col(engine.EVT))
-    if kw["discards"]:
-        df = engine.with_discard_columns(df, spec)
-        sinks.append(run.discards_sink(kw["discards"], kw["overwrite"], own))
+    df, sinks = _sinks(df, spec, own, kw)
 
     def state_sinks(gen: str) -> list:
         held_cols = [*own, T, engine.ARRIVAL]
@@ -178,6 +140,36 @@ def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
     df = run.with_rejected(engine.order(df), inp)
     counts = run.write_and_commit(df, sinks, lay, stf, state_sinks, meta)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"], carried=stf.carried)
+
+
+def _sinks(df, spec, own: list[str], kw: dict):
+    """The output (own columns + the adjusted time as ``--as``) and ``--discards`` sinks,
+    with the columns they need added to the classified ``df``."""
+    from pyspark.sql import functions as F
+
+    from evtime.engine import adjust as engine
+    from evtime.errors import UsageError
+    from evtime.io.writer import Sink, output_format
+
+    if kw["as_"] in own:
+        raise UsageError(
+            f"the input already has a column {kw['as_']!r}: name the adjusted "
+            "time otherwise with --as NAME"
+        )
+    out = Sink(
+        "output",
+        ("out",),
+        kw["output"],
+        output_format(kw["output"], kw["output_format"]),
+        [*own, kw["as_"]],
+        [kw["as_"]],
+        kw["overwrite"],
+    )
+    df = df.withColumn(kw["as_"], F.col(engine.EVT))
+    if not kw["discards"]:
+        return df, [out]
+    df = engine.with_discard_columns(df, spec)
+    return df, [out, run.discards_sink(kw["discards"], kw["overwrite"], own)]
 
 
 def _with_bounds(df, spec, lay, kw, inp, columns):

@@ -10,9 +10,6 @@ import click
 from evtime.cli import options, run
 from evtime.cli.lazy import LazyGroup
 
-FORMATS = ["table", "csv", "jsonl", "parquet"]
-
-
 EXPLAIN_COMMANDS = {
     "adjust": "evtime.cli.explain:explain_adjust",
     "merge": "evtime.cli.merge:explain_merge",
@@ -50,24 +47,7 @@ def explain_format(fmt: str | None, output: str) -> str:
     return output_format(output, None)
 
 
-explain_output = options._stack(
-    click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(FORMATS),
-        help="table (default on a terminal), csv (default otherwise), jsonl, parquet.",
-    ),
-    click.option(
-        "-o",
-        "--output",
-        metavar="PATH",
-        default="-",
-        show_default=True,
-        help="Where to write the explanation.",
-    ),
-    click.option("--overwrite", is_flag=True, help="Replace an existing output."),
-    section="Output",
-)
+explain_output = options.table_output("the explanation")
 
 
 def file_source(files):

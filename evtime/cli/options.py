@@ -298,3 +298,29 @@ state_options = _stack(
     ),
     section="Incremental",
 )
+
+
+TABLE_FORMATS = ["table", "csv", "jsonl", "parquet"]
+
+
+def table_output(what: str) -> Callable:
+    """``--format``, ``-o``, ``--overwrite`` of commands that print a table (explain, sweep):
+    ``what`` is what gets written."""
+    return _stack(
+        click.option(
+            "--format",
+            "fmt",
+            type=click.Choice(TABLE_FORMATS),
+            help="table (default on a terminal), csv (default otherwise), jsonl, parquet.",
+        ),
+        click.option(
+            "-o",
+            "--output",
+            metavar="PATH",
+            default="-",
+            show_default=True,
+            help=f"Where to write {what}.",
+        ),
+        click.option("--overwrite", is_flag=True, help="Replace an existing output."),
+        section="Output",
+    )

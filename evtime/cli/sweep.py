@@ -12,7 +12,6 @@ from evtime.cli.lazy import LazyGroup
 from evtime.cli.merge import _setup, merge_options
 from evtime.units import UNITS
 
-FORMATS = ["table", "csv", "jsonl", "parquet"]
 # columns of the result, after the setting's own column
 COLUMNS = (
     "released",
@@ -50,23 +49,7 @@ def _int_list(ctx, param, value):
     return values
 
 
-sweep_output = options._stack(
-    click.option(
-        "--format",
-        "fmt",
-        type=click.Choice(FORMATS),
-        help="table (default on a terminal), csv (default otherwise), jsonl, parquet.",
-    ),
-    click.option(
-        "-o",
-        "--output",
-        metavar="PATH",
-        default="-",
-        show_default=True,
-        help="Where to write the table of settings.",
-    ),
-    click.option("--overwrite", is_flag=True, help="Replace an existing output."),
-)
+sweep_output = options.table_output("the table of settings")
 
 
 def _duration_text(ns: int | None) -> str | None:
