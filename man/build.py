@@ -10,12 +10,27 @@ PAGES = {  # page -> the shared option sections it includes
 }
 
 
+# pages that carry the shared ENVIRONMENT and FILES sections between these markers
+SHARED = ["evtime-adjust", "evtime-explain", "evtime-merge", "evtime-bound"]
+BEGIN = '.\\" shared: environment and files (man/src/environment.roff; python man/build.py)\n'
+END = '.\\" end of shared environment and files\n'
+
+
+def shared(text: str) -> str:
+    """``text`` with the shared block between the markers made current."""
+    head, _, rest = text.partition(BEGIN)
+    _, _, tail = rest.partition(END)
+    return head + BEGIN + (HERE / "src" / "environment.roff").read_text() + END + tail
+
+
 def build(name: str) -> str:
+    if name not in PAGES:  # hand-written: only the shared block is built
+        return shared((HERE / f"{name}.1").read_text())
     src = HERE / "src"
     parts = [f"{name}.head", *(f"{s}.roff" for s in PAGES[name]), f"{name}.tail"]
-    return "".join((src / p).read_text() for p in parts)
+    return shared("".join((src / p).read_text() for p in parts))
 
 
 if __name__ == "__main__":
-    for page in PAGES:
+    for page in sorted({*PAGES, *SHARED}):
         (HERE / f"{page}.1").write_text(build(page))

@@ -411,3 +411,29 @@ def test_sweep_bound_one_list_at_a_time(run_cli):
         "--cti-delay", "0s,1s", SAMPLES / "bound/cti.csv",
     )  # fmt: skip
     assert r.exit_code == 2 and "one setting at a time" in r.stderr
+
+
+def test_sweep_counts_bad_rows_as_discarded_by_every_setting(run_cli, workdir):
+    """--bad-rows discard: a bad line is discarded whatever the setting, as in adjust."""
+    src = workdir / "in.csv"
+    src.write_text(
+        "id,time\n"
+        "a,2009-03-01T12:00:01Z\n"
+        "b,not a time\n"
+        "c,2009-03-01T12:00:00Z\n"
+        "d,2009-03-01T12:00:03Z\n"
+    )
+    r = run_cli(
+        "sweep", "adjust", "--unit", "sec", "--range", "0,5", "--bad-rows", "discard",
+        "--format", "csv", src,
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    got = {row["range"]: (row["released"], row["discarded"]) for row in r.csv()}
+    assert got == {"0": ("2", "2"), "5": ("3", "1")}
+    assert "read 4," in r.stderr
+    for rng in ("0", "5"):
+        one = run_cli(
+            "adjust", "--unit", "sec", "--range", rng, "--bad-rows", "discard", src, "-o", "-"
+        )
+        released, discarded = got[rng]
+        assert f"released {released}, discarded {discarded}" in one.stderr, one.stderr

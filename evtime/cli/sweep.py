@@ -88,8 +88,10 @@ def _publish(spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool
     run.write_and_publish(frame, [sink], Layout(pa.schema([]), lay.time_col))
 
 
-def _rows(summary, shown: list, setting: str, read: int) -> list[dict]:
-    """The summary rows in setting order, checked: released + discarded = read."""
+def _rows(summary, shown: list, setting: str, read: int, bad: int = 0) -> list[dict]:
+    """The summary rows in setting order, checked: released + discarded = read (the rows
+    that reached the operator); the ``bad`` rows of --bad-rows discard are discarded by
+    every setting."""
     from evtime.errors import EvtimeError
 
     got = {r["_evt_set"]: r for r in summary.collect()}  # one row per setting
@@ -108,7 +110,7 @@ def _rows(summary, shown: list, setting: str, read: int) -> list[dict]:
             {
                 setting: value,
                 "released": released,
-                "discarded": discarded,
+                "discarded": discarded + bad,
                 "held_at_end": r["held_at_end"] if r else 0,
                 "max_hold_rows": r["max_hold_rows"] if r else None,
                 "max_hold_time": _duration_text(r["max_hold_ns"] if r else None),
@@ -160,11 +162,11 @@ def sweep_adjust(**kw) -> None:
     from evtime.engine import sweep as engine
 
     spark, df, lay, files = run.start(inp, ses)
-    read = run.count_read(df)
+    read, bad = run.count_read(df), run.rejected_count(inp)
     summary = engine.adjust(df, kw["unit"], kw["ranges"], inp.keys)
-    rows = _rows(summary, kw["ranges"], "range", read)
+    rows = _rows(summary, kw["ranges"], "range", read, bad)
     _publish(spark, rows, "range", kw, lay, numeric=True)
-    _done("adjust", ses, read, len(rows), started)
+    _done("adjust", ses, read + bad, len(rows), started)
 
 
 def _duration_list(ctx, param, value):
@@ -213,12 +215,12 @@ def sweep_merge(**kw) -> None:
         raise UsageError("sweep merge needs --arrival COL (the wait is on that clock)")
     kw["wait"] = None  # the waits are the sweep's settings
     ses, inp, spec, df, lay = _setup(kw, "sweep merge", classify=False)
-    read = run.count_read(df)
+    read, bad = run.count_read(df), run.rejected_count(inp)
     summary = engine.merge(df, spec, [ns for _, ns in waits])
-    rows = _rows(summary, [t for t, _ in waits], "wait", read)
+    rows = _rows(summary, [t for t, _ in waits], "wait", read, bad)
     out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
     _publish(df.sparkSession, rows, "wait", out, lay, numeric=False)
-    _done("merge", ses, read, len(rows), started)
+    _done("merge", ses, read + bad, len(rows), started)
 
 
 # `sweep merge` takes every option of `evtime merge` that changes what is released; its
@@ -280,12 +282,12 @@ def sweep_bound(**kw) -> None:
         s.check()
     spark, df, lay, files = run.start(inp, ses)
     _check_columns(spec, lay)
-    read = run.count_read(df)
+    read, bad = run.count_read(df), run.rejected_count(inp)
     summary = engine.bound(df, specs)
-    rows = _rows(summary, [t for t, _ in values], setting, read)
+    rows = _rows(summary, [t for t, _ in values], setting, read, bad)
     out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
     _publish(spark, rows, setting, out, lay, numeric=False)
-    _done("bound", ses, read, len(rows), started)
+    _done("bound", ses, read + bad, len(rows), started)
 
 
 # `sweep bound` takes every option of `evtime bound` that changes what is released; its
