@@ -98,7 +98,9 @@ def _stateful(kw, spec, ses, inp, started) -> None:
     options = {"--unit": spec.unit, "--range": spec.range, "--key": list(spec.keys)}
     options["--order-by"] = inp.order_by
     try:
-        spark, df, lay, files = run.start(inp, ses, run.state_opener(kw, "adjust", options, box))
+        spark, df, lay, files = run.start(
+            inp, ses, before_spark=run.state_opener(kw, "adjust", options, box)
+        )
         (stf,) = box
         _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf)
     finally:

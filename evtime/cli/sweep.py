@@ -198,6 +198,7 @@ Examples:
 """,
 )
 @merge_options
+@options.marker_options
 @sweep_output
 @options.input_options
 @options.session_options
@@ -280,8 +281,7 @@ def sweep_bound(**kw) -> None:
         specs = [dataclasses.replace(spec, size=ns) for _, ns in sizes]
     for s in specs:
         s.check()
-    spark, df, lay, files = run.start(inp, ses)
-    _check_columns(spec, lay)
+    spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
     read, bad = run.count_read(df), run.rejected_count(inp)
     summary = engine.bound(df, specs)
     rows = _rows(summary, [t for t, _ in values], setting, read, bad)
