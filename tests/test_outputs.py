@@ -85,3 +85,30 @@ def test_sigkill_mid_write_leaves_the_destination_as_it_was(tmp_path, cli_env):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert dest.read_text() == "old content\n"
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["merge", "a.csv", "b.csv"],
+        ["bound", "--window", "10s", "--agg", "count(*)", "b.csv"],
+    ],
+    ids=["merge", "bound"],
+)
+def test_max_discards_and_accounting_in_merge_and_bound(run_cli, workdir, command):
+    """merge and bound enforce --max-discards too (exit 3, outputs written) and their
+    summary's read is counted on the input."""
+    (workdir / "a.csv").write_text(
+        "id,time\na1,2024-01-01T00:00:01Z\na2,2024-01-01T00:00:02Z\na3,2024-01-01T00:00:03Z\n"
+    )
+    # b's second row is below b's own bound (5 s): discarded by merge and by bound
+    (workdir / "b.csv").write_text("id,time\nb1,2024-01-01T00:00:05Z\nb2,2024-01-01T00:00:01Z\n")
+    r = run_cli(*command, "-o", "out.csv", "--max-discards", "0")
+    assert r.exit_code == 3, r.stderr
+    assert "discarded 1" in r.stderr
+    assert "1 rows discarded, more than --max-discards 0" in r.stderr
+    assert (workdir / "out.csv").exists()
+    ok = run_cli(*command, "-o", "out2.csv", "--max-discards", "1")
+    assert ok.exit_code == 0, ok.stderr
+    read = 5 if command[0] == "merge" else 2
+    assert f"read {read}," in ok.stderr

@@ -251,6 +251,7 @@ def bound(**kw) -> None:
 
     out_fmt = output_format(kw["output"], kw["output_format"])
     spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
+    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     ns = ["window_start", "window_end"]
     out = Sink("output", ("out",), kw["output"], out_fmt, [], ns, kw["overwrite"])
     sinks = [out]
@@ -277,7 +278,7 @@ def bound(**kw) -> None:
     detail = f", adjusted {n[present.ADJUSTED]}" if n.get(present.ADJUSTED) else ""
     detail += f", bound rows {counts['bound']}" if counts["bound"] else ""
     detail += f", windows {written.get('out', 0)}"
-    run.summary("bound", ses, counts, started, None, kw.get("max_discards"), detail)
+    run.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
 
 
 @click.command(

@@ -172,10 +172,38 @@ def _route_column():
     return F.concat(kind, F.lit(":"), F.col(engine.SRC).cast("string"))
 
 
-def _summary(command: str, ses, spec, counts: dict[str, int], started: float) -> None:
-    if ses.quiet:
-        return
+def _summary(
+    command: str,
+    ses,
+    spec,
+    counts: dict[str, int],
+    started: float,
+    read: int | None = None,
+    max_discards: int | None = None,
+) -> None:
+    """The summary line on stderr, per source too; checks read = released + discarded +
+    bound rows when ``read`` is given (a mismatch is an internal error) and enforces
+    ``--max-discards``."""
+    from evtime.errors import EvtimeError, TooManyDiscards
 
+    run.stop_progress()
+    kinds = ("out", "discard", "bound")
+    total = {k: sum(counts.get(f"{k}:{i}", 0) for i in range(spec.n)) for k in kinds}
+    if read is not None and read != sum(total.values()):
+        raise EvtimeError(
+            f"internal error: read {read} rows but released {total['out']} + discarded "
+            f"{total['discard']} + bound rows {total['bound']} = {sum(total.values())}; "
+            "please report this"
+        )
+    if not ses.quiet:
+        _print_summary(command, spec, counts, started)
+    if max_discards is not None and total["discard"] > max_discards:
+        raise TooManyDiscards(
+            f"{total['discard']} rows discarded, more than --max-discards {max_discards}"
+        )
+
+
+def _print_summary(command: str, spec, counts: dict[str, int], started: float) -> None:
     def part(s: int | None) -> str:
         def get(kind: str) -> int:
             if s is None:
@@ -263,7 +291,9 @@ def merge(**kw) -> None:
         if discards and extra:
             raise UsageError(f"--discards adds columns {', '.join(extra)} that the input has")
 
+    max_discards = kw.pop("max_discards")
     ses, inp, spec, df, lay = _setup(kw, "merge", check)
+    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     from pyspark.sql import functions as F
 
     from evtime.engine import merge as engine
@@ -321,7 +351,7 @@ def merge(**kw) -> None:
         _rejected_route(),
     )
     counts = run.write_and_publish(rows, sinks, lay)
-    _summary("merge", ses, spec, counts, started)
+    _summary("merge", ses, spec, counts, started, read, max_discards)
 
 
 from evtime.cli.explain import (  # noqa: E402

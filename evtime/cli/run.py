@@ -370,22 +370,23 @@ def summary(
     detail: str = "",
     carried: int | None = None,
 ) -> None:
-    """The summary line on stderr; checks read = released + discarded when ``read`` is
-    given (a mismatch is an internal error) and enforces ``--max-discards``.  With
+    """The summary line on stderr; checks read = released + discarded (+ bound rows) when
+    ``read`` is given (a mismatch is an internal error) and enforces ``--max-discards``.  With
     ``--state`` (``carried`` given: rows an earlier run held) the check is
     read + carried = released + discarded + held, and both appear in the summary."""
     from evtime.errors import EvtimeError, TooManyDiscards
 
     stop_progress()
     released, discarded = counts.get("out", 0), counts.get("discard", 0)
-    held = counts.get("held", 0)
+    held, bound_rows = counts.get("held", 0), counts.get("bound", 0)
     seen = sum(counts.values())
     if read is None:
         read = seen
-    elif carried is None and read != released + discarded:
+    elif carried is None and read != released + discarded + bound_rows:
         raise EvtimeError(
             f"internal error: read {read} rows but released {released} + discarded "
-            f"{discarded} = {released + discarded}; please report this"
+            f"{discarded} + bound rows {bound_rows} = {released + discarded + bound_rows}; "
+            "please report this"
         )
     elif carried is not None and read + carried != released + discarded + held:
         raise EvtimeError(
