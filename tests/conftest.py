@@ -11,6 +11,7 @@ import io
 import json
 import os
 import socket
+import uuid
 from pathlib import Path
 
 import pytest
@@ -144,3 +145,14 @@ def s3():
         yield s3fs.S3FileSystem()
     finally:
         server.stop()
+
+
+@pytest.fixture
+def bucket(s3):
+    """A fresh bucket holding the seed tuples as s3://BUCKET/in/a-tuples.parquet and
+    s3://BUCKET/in/b-tuples.jsonl."""
+    name = f"evtime-{uuid.uuid4().hex[:8]}"
+    s3.mkdir(name)
+    s3.put(str(SAMPLES / "tuples.parquet"), f"{name}/in/a-tuples.parquet")
+    s3.put(str(SAMPLES / "tuples.jsonl"), f"{name}/in/b-tuples.jsonl")
+    return name

@@ -3,8 +3,6 @@ and part files staged where the driver can see them (EVTIME_STAGING), or a clear
 
 from __future__ import annotations
 
-import uuid
-
 import pyarrow.parquet as pq
 import pytest
 
@@ -12,15 +10,6 @@ from evtime.io import writer
 from tests.conftest import SAMPLES
 
 ADJ = ["adjust", "--unit", "usec", "--range", "999"]
-
-
-@pytest.fixture
-def bucket(s3):
-    name = f"evtime-{uuid.uuid4().hex[:8]}"
-    s3.mkdir(name)
-    s3.put(str(SAMPLES / "tuples.parquet"), f"{name}/in/a-tuples.parquet")
-    s3.put(str(SAMPLES / "tuples.jsonl"), f"{name}/in/b-tuples.jsonl")
-    return name
 
 
 def test_s3a_urls_read_and_write_like_s3(run_cli, s3, bucket):

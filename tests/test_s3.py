@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import csv
 import io
-import uuid
 
 import pyarrow.parquet as pq
 import pytest
@@ -12,15 +11,6 @@ import pytest
 from tests.conftest import SAMPLES
 
 ADJ = ["adjust", "--unit", "msec", "--range", "999"]
-
-
-@pytest.fixture
-def bucket(s3):
-    name = f"evtime-{uuid.uuid4().hex[:8]}"
-    s3.mkdir(name)
-    s3.put(str(SAMPLES / "tuples.parquet"), f"{name}/in/a-tuples.parquet")
-    s3.put(str(SAMPLES / "tuples.jsonl"), f"{name}/in/b-tuples.jsonl")
-    return name
 
 
 def test_read_glob_write_output_and_discards_to_s3(run_cli, s3, bucket):
