@@ -35,6 +35,9 @@ DEFAULT_CONF = {
 # long in that JVM, keep the full JIT.
 SMALL_INPUT = 64 << 20
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# Inputs of at most this many bytes of local files, in local mode, are read and written by
+# evtime's own process (evtime.cli.run.driver_io); EVTIME_DRIVER_IO_MAX overrides it.
+DRIVER_IO_MAX = 16 << 20
 # Local mode: every port the driver opens stays on loopback.
 LOCAL_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
@@ -54,6 +57,15 @@ class SessionOptions:
     @property
     def fast_start(self) -> bool:
         return self.small and os.environ.get("EVTIME_FAST_START", "1") not in ("0", "false")
+
+    @property
+    def local_driver(self) -> bool:
+        """Whether Spark runs on this machine with this process as its client: local mode,
+        or the reused local server (not a cluster, not a remote server)."""
+        if self.remote or under_spark_submit():
+            return False
+        master = self.master or "local[*]"
+        return master == "local" or master.startswith("local[")
 
     @classmethod
     def from_cli(

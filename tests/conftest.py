@@ -68,6 +68,7 @@ class Result:
 
 EVERYWHERE = [
     "local",
+    "distributed",  # local, but inputs read and outputs written in Spark tasks
     pytest.param("local-cluster", marks=pytest.mark.slow),
     pytest.param("connect", marks=pytest.mark.slow),
 ]
@@ -75,7 +76,8 @@ EVERYWHERE = [
 
 def pytest_generate_tests(metafunc):
     """Tests in modules marked ``everywhere`` (the acceptance tests) run their CLI calls
-    locally, on a local-cluster and through Spark Connect (see tests/where.py)."""
+    locally (small inputs read and written in the driver, and in Spark tasks), on a
+    local-cluster and through Spark Connect (see tests/where.py)."""
     if "run_cli" in metafunc.fixturenames and metafunc.definition.get_closest_marker("everywhere"):
         metafunc.parametrize("where", EVERYWHERE, indirect=True)
 
@@ -105,9 +107,11 @@ def run_cli(request, where):
     for ``where``); returns a Result."""
     from tests.where import Worker, invoke
 
-    if where == "local":
+    if where in ("local", "distributed"):
         request.getfixturevalue("spark")
         call = invoke
+        if where == "distributed":  # what inputs above EVTIME_DRIVER_IO_MAX bytes get
+            request.getfixturevalue("monkeypatch").setenv("EVTIME_DRIVER_IO_MAX", "0")
     else:
         pool = request.getfixturevalue("workers")
         if where not in pool:

@@ -133,6 +133,36 @@ def test_jsonl_null_time_line(run_cli, workdir):
     _fails(run_cli(*ADJ, "x.jsonl"), "x.jsonl", "line 3", "'time'", "empty")
 
 
+JSONL = (
+    f'{{"id": 1, "time": "{T.format(0)}"}}\n'
+    f'{{"id": 2, "time": "{T.format(1)}"\n'  # no closing brace
+    "\n"
+    "[3]\n"  # JSON, but not an object
+    f'{{"id": 4, "time": "{T.format(2)}"}}\n'
+)
+
+
+def test_malformed_jsonl_line_fails_naming_the_line(run_cli, workdir):
+    _write(workdir, "x.jsonl", JSONL)
+    r = run_cli(*ADJ, "x.jsonl", "-o", "out.csv")
+    _fails(r, "x.jsonl", "line 2", "malformed JSON line", "not JSON")
+    assert sorted(p.name for p in workdir.iterdir()) == ["x.jsonl"]  # nothing written
+
+
+def test_malformed_jsonl_lines_discarded_with_reason(run_cli, workdir):
+    _write(workdir, "x.jsonl", JSONL)
+    r = run_cli(*ADJ, "--bad-rows", "discard", "x.jsonl", "-o", "out.csv", "--discards", "d.csv")
+    assert r.exit_code == 0, r.stderr
+    assert "read 4, released 2, discarded 2" in r.stderr
+    assert [x["id"] for x in _rows(workdir / "out.csv")] == ["1", "4"]
+    reasons = [x["reason"] for x in _rows(workdir / "d.csv")]
+    assert reasons == [
+        "bad input: malformed JSON line: not JSON: Expecting ',' delimiter (column 41) "
+        "(file x.jsonl line 2)",
+        "bad input: malformed JSON line: not a JSON object (file x.jsonl line 4)",
+    ]
+
+
 def test_empty_file_fails_even_with_discard(run_cli, workdir):
     _write(workdir, "x.csv", "")
     _fails(run_cli(*ADJ, "--bad-rows", "discard", "x.csv"), "x.csv", "Empty CSV file", status=1)

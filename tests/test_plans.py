@@ -73,7 +73,9 @@ def _plan(df: DataFrame) -> str:
 
 @pytest.fixture
 def plans(monkeypatch):
-    """Collects the physical plan of every DataFrame written or checkpointed."""
+    """Collects the physical plan of every DataFrame written or checkpointed (reading and
+    writing in Spark tasks, as for inputs too big to read in the driver)."""
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")
     seen: list[str] = []
     write, checkpoint = writer.write, DataFrame.localCheckpoint
 

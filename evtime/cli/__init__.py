@@ -79,6 +79,7 @@ def main(argv: list[str] | None = None) -> None:
     except EvtimeError as err:
         if _verbose(argv):
             _traceback()
+        err = from_spark(err) or err  # raised by task code run in this process
         _fail(str(err), err.exit_status)
     except (BrokenPipeError, PipeClosed):
         # the reader went away (| head): end quietly

@@ -114,7 +114,7 @@ def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
     from evtime.io.reader import T
     from evtime.io.writer import Sink
 
-    good = run.count_read(df)  # bad rows (--bad-rows discard) take no arrival number
+    good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
     read = good + run.rejected_count(inp)
     own = lay.schema.names
     held_file, refs_file = stf.file("held.parquet"), stf.file("refs.parquet")

@@ -12,6 +12,7 @@ import click
 from evtime.errors import UsageError
 
 _progress = None  # the progress line of this run, if one is shown
+_in_driver = False  # this run reads and writes in its own process (driver_io)
 
 
 def stop_progress() -> None:
@@ -32,6 +33,7 @@ class Inputs:
     keys: tuple[str, ...]
     bad_rows: str = "fail"
     rejected: object = None  # --bad-rows discard: the bad rows (a DataFrame), set by start()
+    counted: tuple[int, int] | None = None  # (good, bad) rows, when start() counted them
 
 
 @dataclass
@@ -107,11 +109,12 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         column_check(opt, col, lay.schema.names)
     if check:
         check(lay)
-    spark = build_session(
-        SessionOptions.from_cli(
-            ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server, small_input(files)
-        )
+    sopts = SessionOptions.from_cli(
+        ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server, small_input(files)
     )
+    global _in_driver
+    _in_driver = driver_io(files, sopts)
+    spark = build_session(sopts)
     _pyspark_error_logs(ses.verbose)
     global _progress
     from evtime.progress import maybe_start
@@ -122,7 +125,13 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         else ""
     )
     _progress = maybe_start(spark, label, ses.quiet, bool(ses.remote or ses.reuse_server))
-    if files:
+    if files and _in_driver:
+        table = reader.read_here(files, opts, lay)
+        bad = table.column(reader.BAD).null_count if reader.BAD in table.schema.names else None
+        # counted here: good rows, bad rows (--bad-rows discard)
+        inp.counted = (table.num_rows, 0) if bad is None else (bad, table.num_rows - bad)
+        df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
+    elif files:
         df, lay = reader.read(spark, files, opts, lay)
     else:  # `--state DIR --flush` without input
         df = spark.createDataFrame([], reader.spark_schema(lay))
@@ -135,7 +144,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
 
         inp.rejected = df.where(F.col(reader.BAD).isNotNull())
         df = df.where(F.col(reader.BAD).isNull()).drop(reader.BAD)
-        if not inp.order_by and inp.rejected.limit(1).count():
+        if not inp.order_by and (inp.counted[1] if inp.counted else inp.rejected.limit(1).count()):
             df = order_arrivals(df, reader.SEQ)
     if inp.order_by:
         df = order_arrivals(df, inp.order_by)
@@ -168,25 +177,50 @@ def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard")
 
 
 def rejected_count(inp: Inputs) -> int:
+    if inp.counted is not None:
+        return inp.counted[1]
     return 0 if inp.rejected is None else inp.rejected.count()
+
+
+def _local_bytes(files) -> int | None:
+    """Total size of the inputs when all are local files (None: a URL, size unknown)."""
+    import os
+
+    total = 0
+    for f in files:
+        if "://" in f.url:
+            return None
+        try:
+            total += os.path.getsize(f.url)
+        except OSError:
+            return None
+    return total
 
 
 def small_input(files) -> bool:
     """Whether the input is local files of SMALL_INPUT bytes at most (remote URLs: unknown,
     so not small)."""
-    import os
-
     from evtime.session import SMALL_INPUT
 
-    total = 0
-    for f in files:
-        if "://" in f.url:
-            return False
-        try:
-            total += os.path.getsize(f.url)
-        except OSError:
-            return False
-    return total <= SMALL_INPUT
+    size = _local_bytes(files)
+    return size is not None and size <= SMALL_INPUT
+
+
+def driver_io(files, sopts) -> bool:
+    """Whether this run reads its input and writes its outputs in this process, Spark
+    getting and giving the rows as Arrow tables: local inputs of at most DRIVER_IO_MAX bytes
+    (EVTIME_DRIVER_IO_MAX, 0 = never) on a local Spark.  A tiny input then costs no Python
+    worker and no checkpoint job; the operator itself runs in Spark as always."""
+    import os
+
+    from evtime.session import DRIVER_IO_MAX
+
+    try:
+        limit = int(os.environ.get("EVTIME_DRIVER_IO_MAX", DRIVER_IO_MAX))
+    except ValueError:
+        raise UsageError("EVTIME_DRIVER_IO_MAX takes a number of bytes") from None
+    size = _local_bytes(files)
+    return bool(files) and sopts.local_driver and size is not None and size <= limit
 
 
 def discards_sink(
@@ -223,7 +257,7 @@ def write_and_publish(df, sinks, lay) -> dict[str, int]:
         writer.check_sink(s)
     staging = writer.staging_dir()
     try:
-        counts = writer.write(df, sinks, lay, staging)
+        counts = writer.write(df, sinks, lay, staging, _in_driver)
         for s in sinks:
             writer.publish(s, staging, lay, df.schema)
     finally:
@@ -333,7 +367,7 @@ def write_and_commit(df, sinks, lay, stf: Stateful, state_sinks, meta: dict) -> 
     try:
         gen = stf.sd.begin(stf.st, sinks, staging)
         extra = [] if stf.flush else state_sinks(gen)
-        counts = writer.write(df, [*sinks, *extra], lay, staging)
+        counts = writer.write(df, [*sinks, *extra], lay, staging, _in_driver)
         for s in extra:
             writer.publish(s, staging, lay, df.schema)
         crash_point("state-written")
@@ -357,7 +391,14 @@ def write_and_commit(df, sinks, lay, stf: Stateful, state_sinks, meta: dict) -> 
 def count_read(df, inp: Inputs | None = None) -> int:
     """Rows read, counted on the input itself (checkpointed: no second read of the files),
     so the summary's accounting is a real check of the operator; bad rows count."""
-    return df.count() + (rejected_count(inp) if inp is not None else 0)
+    if inp is None:
+        return df.count()
+    return count_good(df, inp) + rejected_count(inp)
+
+
+def count_good(df, inp: Inputs) -> int:
+    """Rows read that are not bad input (counted by start() when it read them itself)."""
+    return inp.counted[0] if inp.counted is not None else df.count()
 
 
 def summary(

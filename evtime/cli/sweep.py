@@ -162,7 +162,7 @@ def sweep_adjust(**kw) -> None:
     from evtime.engine import sweep as engine
 
     spark, df, lay, files = run.start(inp, ses)
-    read, bad = run.count_read(df), run.rejected_count(inp)
+    read, bad = run.count_good(df, inp), run.rejected_count(inp)
     summary = engine.adjust(df, kw["unit"], kw["ranges"], inp.keys)
     rows = _rows(summary, kw["ranges"], "range", read, bad)
     _publish(spark, rows, "range", kw, lay, numeric=True)
@@ -216,7 +216,7 @@ def sweep_merge(**kw) -> None:
         raise UsageError("sweep merge needs --arrival COL (the wait is on that clock)")
     kw["wait"] = None  # the waits are the sweep's settings
     ses, inp, spec, df, lay = _setup(kw, "sweep merge", classify=False)
-    read, bad = run.count_read(df), run.rejected_count(inp)
+    read, bad = run.count_good(df, inp), run.rejected_count(inp)
     summary = engine.merge(df, spec, [ns for _, ns in waits])
     rows = _rows(summary, [t for t, _ in waits], "wait", read, bad)
     out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
@@ -282,7 +282,7 @@ def sweep_bound(**kw) -> None:
     for s in specs:
         s.check()
     spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
-    read, bad = run.count_read(df), run.rejected_count(inp)
+    read, bad = run.count_good(df, inp), run.rejected_count(inp)
     summary = engine.bound(df, specs)
     rows = _rows(summary, [t for t, _ in values], setting, read, bad)
     out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}

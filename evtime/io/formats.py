@@ -97,8 +97,15 @@ def _guess_schema(f: InputFile, block: int) -> pa.Schema:
                     for c in reader.schema
                 ]
             )
-        reader = pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block))
-        return reader.schema
+        try:
+            return pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block)).schema
+        except pa.ArrowInvalid as err:
+            # malformed lines are left out here; reading the rows reports them
+            bad = _json_parse_error(err) and Lines(f).scan().malformed
+            if not bad:
+                raise
+    with _json_without(f, {line for line, _, _ in bad}) as fh:
+        return pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block)).schema
 
 
 def parquet_row_groups(f: InputFile) -> list[int]:
@@ -113,24 +120,26 @@ def read_batches(
     schema: pa.Schema,
     row_groups: list[int] | None = None,
     on_malformed: Callable[[], str] | None = None,
+    json_malformed: Callable[[], set[int]] | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The file's rows in file order, as batches with (a subset of) ``schema``'s columns.
 
     CSV/JSON blocks grow when a line is longer than one.  A CSV value that does not convert
     (or is not UTF-8) makes the rest of the file come as raw bytes (``binary`` columns):
     the caller converts them and finds the bad values.  ``on_malformed`` (CSV) decides
-    about lines with the wrong number of fields."""
+    about lines with the wrong number of fields; ``json_malformed`` (JSON Lines), called
+    when pyarrow cannot parse the file, gives the lines to leave out (or raises)."""
     if f.fmt == "parquet":
         with _open(f) as fh:
             pf = pq.ParquetFile(fh)
             names = [n for n in schema.names if n in pf.schema_arrow.names]
             yield from pf.iter_batches(batch_size=65536, row_groups=row_groups, columns=names)
         return
-    done, block, as_bytes = 0, BLOCK, False
+    done, block, as_bytes, left_out = 0, BLOCK, False, None
     while True:
         skip = done
         try:
-            with _open(f) as fh:
+            with _open(f) if left_out is None else _json_without(f, left_out) as fh:
                 for b in _text_batches(f, fh, schema, block, as_bytes, on_malformed):
                     if skip >= b.num_rows:
                         skip -= b.num_rows
@@ -150,6 +159,10 @@ def read_batches(
                 and ("conversion error" in str(err) or "UTF8" in str(err))
             ):
                 as_bytes = True
+            elif json_malformed and left_out is None and _json_parse_error(err):
+                left_out = json_malformed()  # the rows before the bad line are the same
+                if not left_out:
+                    raise
             else:
                 raise
 
@@ -184,8 +197,9 @@ def _until_error(reader) -> Iterator[list[str]]:
 
 class Lines:
     """Where a file's rows are: data row (0-based) -> line (1-based, as an editor counts;
-    a CSV header is line 1), and the CSV lines with the wrong number of fields.  One scan
-    of the file, done only for a file with a bad row."""
+    a CSV header is line 1), and the malformed lines (CSV: the wrong number of fields;
+    JSON Lines: not a JSON object).  One scan of the file, done only for a file with a bad
+    row."""
 
     def __init__(self, f: InputFile):
         self.f = f
@@ -224,9 +238,14 @@ class Lines:
                     row += 1
             else:
                 for i, line in enumerate(text, 1):
-                    if line.strip():
-                        row_at(row, i)
-                        row += 1
+                    if not line.strip():
+                        continue
+                    what = _not_json_object(line)
+                    if what:
+                        self.malformed.append((i, row, what))
+                        continue
+                    row_at(row, i)
+                    row += 1
         self._starts, self._offsets = starts, offsets
 
     def scan(self) -> Lines:
@@ -239,6 +258,36 @@ class Lines:
         self.scan()
         i = bisect_right(self._starts, row) - 1
         return row + self._offsets[i] if i >= 0 else None
+
+
+def _not_json_object(line: str) -> str | None:
+    """Why a JSON Lines line is not one row (None: it is)."""
+    import json
+
+    try:
+        value = json.loads(line.rstrip("\r\n"))
+    except ValueError as err:
+        return f"not JSON: {getattr(err, 'msg', err)} (column {getattr(err, 'colno', '?')})"
+    return None if isinstance(value, dict) else "not a JSON object"
+
+
+def _json_parse_error(err: BaseException) -> bool:
+    return "JSON parse error" in str(err)
+
+
+def _json_without(f: InputFile, lines: set[int]):
+    """The file without the (1-based) ``lines``, as a file to read (spilled to disk when
+    large), split into lines as :class:`Lines` splits them."""
+    import tempfile
+
+    out = tempfile.SpooledTemporaryFile(max_size=64 << 20)  # noqa: SIM115 (the caller closes)
+    with _open(f) as raw:
+        text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
+        for i, line in enumerate(text, 1):
+            if i not in lines:
+                out.write(line.encode("utf-8", "surrogateescape"))
+    out.seek(0)
+    return out
 
 
 def _first_line(err: BaseException) -> str:

@@ -196,6 +196,16 @@ class _Problems:
             column = f" column {col}" if col else ""
             self.reasons[i] = f"bad input: {what} (file {self.f.shown} {at}{column})"
 
+    def json_malformed(self) -> set[int]:
+        """The JSON Lines lines that are not a row: an error (fail), or left out and later
+        given as bad rows (discard)."""
+        bad = self.lines.scan().malformed
+        if bad and not self.discard:
+            line, _, what = bad[0]
+            raise in_task(InputError(f"{self.f.shown}: line {line}: malformed JSON line: {what}"))
+        self.malformed = len(bad)
+        return {line for line, _, _ in bad}
+
     def on_malformed(self) -> str:
         self.malformed += 1
         return "skip" if self.discard else "error"
@@ -327,12 +337,12 @@ def _hidden(f: InputFile, rows: pa.Array) -> list[pa.Array]:
 
 
 def _malformed_rows(lay: Layout, probs: _Problems) -> pa.RecordBatch:
-    """--bad-rows discard: the CSV lines with the wrong number of fields, as rows with no
-    values and a reason."""
+    """--bad-rows discard: the malformed lines (CSV: the wrong number of fields; JSON Lines:
+    not a JSON object), as rows with no values and a reason."""
     bad = probs.lines.scan().malformed
-    n = len(bad)
+    n, kind = len(bad), "CSV" if probs.f.fmt == "csv" else "JSON"
     reasons = [
-        f"bad input: malformed CSV line: {what} (file {probs.f.shown} line {line})"
+        f"bad input: malformed {kind} line: {what} (file {probs.f.shown} line {line})"
         for line, _, what in bad
     ]
     rows = pa.array([row for _, row, _ in bad], pa.int64())
@@ -347,7 +357,11 @@ def _read_chunk(c: Chunk, lay: Layout, opts: ReadOptions) -> Iterator[pa.RecordB
     probs = _Problems(c.file, opts)
     try:
         for batch in formats.read_batches(
-            c.file, lay.schema, c.row_groups, probs.on_malformed if c.file.fmt == "csv" else None
+            c.file,
+            lay.schema,
+            c.row_groups,
+            probs.on_malformed if c.file.fmt == "csv" else None,
+            probs.json_malformed if c.file.fmt == "jsonl" else None,
         ):
             n = batch.num_rows
             if n == 0:
@@ -423,3 +437,13 @@ def read(
     # Read once: every later pass (scans, sort sampling, write) starts from these blocks
     # instead of running the Python reader again; this also pins arrival numbering.
     return ids.mapInArrow(read_ids, schema).localCheckpoint(), lay
+
+
+def read_here(files: list[InputFile], opts: ReadOptions, lay: Layout) -> pa.Table:
+    """The rows :func:`read` gives, read in this process as one Arrow table in the types of
+    :func:`spark_schema` (small local inputs only: evtime.cli.run.driver_io)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    want = to_arrow_schema(spark_schema(lay, opts))
+    batches = [b.cast(want) for c in chunks(files) for b in _read_chunk(c, lay, opts)]
+    return pa.Table.from_batches(batches, want)

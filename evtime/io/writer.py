@@ -134,40 +134,53 @@ class _PartWriter:
             self.out.close()
 
 
-def write(df, sinks: list[Sink], lay: Layout, staging: str) -> dict[str, int]:
-    """Run the job: write every sink's parts under ``staging``; rows seen per route."""
+def _write_parts(
+    batches: Iterator[pa.RecordBatch], sinks: list[Sink], lay: Layout, staging: str
+) -> dict[str, int]:
+    """Write rows (sorted by ``PART``) to part files under ``staging``: rows seen per
+    route, and part files written per sink (``FILES`` + name)."""
+    import pyarrow.compute as pc
+
+    seen: dict[str, int] = {}
+    writers: dict[str, _PartWriter] = {}
+    part = None  # the part being written (rows arrive sorted by part)
+    try:
+        for whole in batches:
+            for pid, b in _runs(whole):
+                if pid != part:
+                    for w in writers.values():
+                        w.close()
+                    writers, part = {}, pid
+                route = b.column(ROUTE)
+                for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
+                    seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
+                for sink in sinks:
+                    sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
+                    if sel.num_rows == 0:
+                        continue
+                    if sink.name not in writers:
+                        path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
+                        writers[sink.name] = _PartWriter(path, sink)
+                        # one per part file: the driver checks it can see them all
+                        key = FILES + sink.name
+                        seen[key] = seen.get(key, 0) + 1
+                    writers[sink.name].write(_prepare(sel, sink, lay))
+    finally:
+        for w in writers.values():
+            w.close()
+    return seen
+
+
+def write(
+    df, sinks: list[Sink], lay: Layout, staging: str, in_driver: bool = False
+) -> dict[str, int]:
+    """Run the job: write every sink's parts under ``staging``; rows seen per route.
+    ``in_driver`` (small local inputs, see evtime.cli.run.driver_io): the rows come to this
+    process as Arrow and the parts are written here, without Python workers."""
     from pyspark.sql import functions as F
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        import pyarrow.compute as pc
-
-        seen: dict[str, int] = {}
-        writers: dict[str, _PartWriter] = {}
-        part = None  # the part being written (rows arrive sorted by part)
-        try:
-            for whole in batches:
-                for pid, b in _runs(whole):
-                    if pid != part:
-                        for w in writers.values():
-                            w.close()
-                        writers, part = {}, pid
-                    route = b.column(ROUTE)
-                    for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
-                        seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
-                    for sink in sinks:
-                        sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
-                        if sel.num_rows == 0:
-                            continue
-                        if sink.name not in writers:
-                            path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
-                            writers[sink.name] = _PartWriter(path, sink)
-                            # one per part file: the driver checks it can see them all
-                            key = FILES + sink.name
-                            seen[key] = seen.get(key, 0) + 1
-                        writers[sink.name].write(_prepare(sel, sink, lay))
-        finally:
-            for w in writers.values():
-                w.close()
+        seen = _write_parts(batches, sinks, lay, staging)
         if seen:
             yield pa.RecordBatch.from_pydict(
                 {"route": list(seen), "rows": list(seen.values())},
@@ -176,13 +189,21 @@ def write(df, sinks: list[Sink], lay: Layout, staging: str) -> dict[str, int]:
 
     if PART not in df.columns:  # no parts: the Spark partitions are in order
         df = df.withColumn(PART, F.spark_partition_id().cast("long"))
-    counts = (
-        df.mapInArrow(write_partition, "route string, rows long")
-        .groupBy("route")
-        .agg(F.sum("rows").alias("rows"))
-        .collect()
-    )  # one row per route: a handful of numbers
-    seen = {r["route"]: r["rows"] for r in counts}
+    if in_driver:
+        # partitions arrive in order; a stable sort by part keeps each part's own order
+        import pyarrow.compute as pc
+
+        rows = df.toArrow()
+        rows = rows.take(pc.sort_indices(rows.column(PART)))
+        seen = _write_parts(iter(rows.to_batches()), sinks, lay, staging)
+    else:
+        counts = (
+            df.mapInArrow(write_partition, "route string, rows long")
+            .groupBy("route")
+            .agg(F.sum("rows").alias("rows"))
+            .collect()
+        )  # one row per route: a handful of numbers
+        seen = {r["route"]: r["rows"] for r in counts}
     for sink in sinks:
         written, found = seen.pop(FILES + sink.name, 0), len(_parts(staging, sink.name))
         if found != written:

@@ -1,0 +1,130 @@
+"""Small local inputs are read and written in evtime's own process (no Python workers, no
+checkpoint job); the results are byte for byte those of reading and writing in Spark tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from evtime.cli import run
+from evtime.errors import UsageError
+from evtime.io import reader
+from evtime.io.sources import expand_inputs
+from evtime.session import SessionOptions
+from tests.conftest import SAMPLES
+
+SAMPLE = str(SAMPLES / "tuples.parquet")
+
+
+@pytest.fixture
+def task_reads(monkeypatch) -> list[int]:
+    """Counts the reads done by Spark tasks (reader.read)."""
+    calls: list[int] = []
+    real = reader.read
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(reader, "read", counted)
+    return calls
+
+
+def test_a_small_local_input_is_read_in_the_driver(run_cli, task_reads):
+    r = run_cli("adjust", "-q", "--unit", "msec", "--range", "999", SAMPLE)
+    assert r.exit_code == 0, r.stderr
+    assert [row["tuple"] for row in r.csv()] == ["B", "A", "D", "C", "E"]
+    assert task_reads == []
+
+
+def test_a_zero_limit_reads_in_spark_tasks(run_cli, task_reads, monkeypatch):
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")
+    r = run_cli("adjust", "-q", "--unit", "msec", "--range", "999", SAMPLE)
+    assert r.exit_code == 0, r.stderr
+    assert [row["tuple"] for row in r.csv()] == ["B", "A", "D", "C", "E"]
+    assert task_reads == [1]
+
+
+def test_which_runs_read_in_the_driver(tmp_path, monkeypatch):
+    files = expand_inputs([SAMPLE], None)
+    size = Path(SAMPLE).stat().st_size
+    assert run.driver_io(files, SessionOptions())
+    assert run.driver_io(files, SessionOptions(master="local[2]"))
+    assert run.driver_io(files, SessionOptions(reuse_server=True))  # the server is local
+    assert not run.driver_io(files, SessionOptions(master="local-cluster[2,1,1024]"))
+    assert not run.driver_io(files, SessionOptions(master="spark://h:7077"))
+    assert not run.driver_io(files, SessionOptions(remote="sc://localhost:15002"))
+    assert not run.driver_io([], SessionOptions())
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", str(size))
+    assert run.driver_io(files, SessionOptions())
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", str(size - 1))
+    assert not run.driver_io(files, SessionOptions())
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "lots")
+    with pytest.raises(UsageError, match="EVTIME_DRIVER_IO_MAX"):
+        run.driver_io(files, SessionOptions())
+
+
+def _both(run_cli, monkeypatch, tmp_path: Path, args: list[str], outs: list[str]):
+    """Run ``args`` (with ``{d}`` for an output directory) reading in the driver and in
+    tasks; returns the exit codes, stderrs and the output files' bytes of both."""
+    got = []
+    for limit in (None, "0"):
+        if limit is None:
+            monkeypatch.delenv("EVTIME_DRIVER_IO_MAX", raising=False)
+        else:
+            monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", limit)
+        d = tmp_path / f"limit-{limit}"
+        d.mkdir(exist_ok=True)
+        r = run_cli(*(a.format(d=d) for a in args))
+        files = {o: (d / o).read_bytes() if (d / o).exists() else None for o in outs}
+        got.append((r.exit_code, r.stderr.split("(")[0], files))
+    return got
+
+
+def test_bad_rows_discarded_the_same_either_way(run_cli, monkeypatch, tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_text(
+        "k,time,v\n"
+        "a,2009-03-01T12:00:00.5Z,1\n"
+        "a,not a time,2\n"
+        "a,2009-03-01T12:00:00.1Z,3,extra\n"
+        "b,2009-03-01T12:00:00.2Z,4\n"
+        "a,2009-03-01T11:00:00Z,5\n"
+    )
+    args = ["adjust", "--unit", "msec", "--range", "300", "--bad-rows", "discard"]
+    args += ["-o", "{d}/out.parquet", "--discards", "{d}/late.csv", str(src)]
+    inside, tasks = _both(run_cli, monkeypatch, tmp_path, args, ["out.parquet", "late.csv"])
+    assert inside[0] == 0, inside[1]
+    assert inside[1] == tasks[1]  # the summary (without the duration)
+    assert inside[2]["late.csv"] == tasks[2]["late.csv"]
+    a = pq.read_table(tmp_path / "limit-None" / "out.parquet")
+    b = pq.read_table(tmp_path / "limit-0" / "out.parquet")
+    assert a.equals(b) and a.num_rows == 2
+    assert inside[2]["late.csv"].decode().count("bad input") == 2
+
+
+def test_bad_input_fails_the_same_either_way(run_cli, monkeypatch, tmp_path):
+    src = tmp_path / "in.csv"
+    src.write_text("k,time\na,2009-03-01T12:00:00Z\nb,yesterday\n")
+    args = ["adjust", "--unit", "sec", "--range", "1", "-o", "{d}/out.csv", str(src)]
+    inside, tasks = _both(run_cli, monkeypatch, tmp_path, args, ["out.csv"])
+    assert inside == tasks
+    code, err, files = inside
+    assert code == 1 and files == {"out.csv": None}
+    assert err.startswith("evtime: ") and "in.csv" in err and "line 3" in err
+    assert "\u27e6" not in err  # the marks of errors raised in tasks are not shown
+
+
+def test_merge_and_bound_the_same_either_way(run_cli, monkeypatch, tmp_path):
+    sources = [str(SAMPLES / "merge" / f) for f in ("orders.csv", "trades.csv")]
+    args = ["merge", "-o", "{d}/m.csv", *sources]
+    inside, tasks = _both(run_cli, monkeypatch, tmp_path, args, ["m.csv"])
+    assert inside[0] == 0, inside[1]
+    assert inside == tasks
+    readings = SAMPLES / "bound" / "readings.csv"
+    args = ["bound", "--window", "1m", "--agg", "count(*)", "-o", "{d}/b.csv", str(readings)]
+    inside, tasks = _both(run_cli, monkeypatch, tmp_path, args, ["b.csv"])
+    assert inside[0] == 0, inside[1]
+    assert inside == tasks
