@@ -37,7 +37,7 @@ SMALL_INPUT = 64 << 20
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # Inputs of at most this many bytes of local files, in local mode, are read and written by
 # evtime's own process (evtime.cli.run.driver_io); EVTIME_DRIVER_IO_MAX overrides it.
-DRIVER_IO_MAX = 16 << 20
+DRIVER_IO_MAX = 4 << 20
 # Local mode: every port the driver opens stays on loopback.
 LOCAL_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
