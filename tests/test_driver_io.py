@@ -128,3 +128,16 @@ def test_merge_and_bound_the_same_either_way(run_cli, monkeypatch, tmp_path):
     inside, tasks = _both(run_cli, monkeypatch, tmp_path, args, ["b.csv"])
     assert inside[0] == 0, inside[1]
     assert inside == tasks
+
+
+def test_malformed_jsonl_discarded_the_same_either_way(run_cli, monkeypatch, tmp_path):
+    from tests.test_bad_rows import JSONL
+
+    src = tmp_path / "x.jsonl"
+    src.write_text(JSONL)
+    args = ["adjust", "--unit", "msec", "--range", "999", "--bad-rows", "discard"]
+    args += ["-o", "{d}/out.csv", "--discards", "{d}/d.csv", str(src)]
+    inside, tasks = _both(run_cli, monkeypatch, tmp_path, args, ["out.csv", "d.csv"])
+    assert inside[0] == 0, inside[1]
+    assert inside == tasks
+    assert inside[2]["d.csv"].decode().count("malformed JSON line") == 2
