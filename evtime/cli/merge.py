@@ -20,6 +20,7 @@ Examples:
       --order-by seq --bound-marker kind=bound
   evtime merge --arrival received --wait 1h 'cars/car-*.parquet' -o merged.parquet
   evtime merge --join-leave --arrival received a.csv b.csv --discards late.csv
+  evtime merge --state st/ --arrival received -o day2.csv a=a-day2.csv b=b-day2.csv
 """
 
 _NAME = re.compile(r"[\w.\-]+")
