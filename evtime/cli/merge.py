@@ -20,6 +20,7 @@ Examples:
       --order-by seq --bound-marker kind=bound
   evtime merge --arrival received --wait 1h 'cars/car-*.parquet' -o merged.parquet
   evtime merge --join-leave --arrival received a.csv b.csv --discards late.csv
+  evtime merge --state st/ --arrival received -o day2.csv a=a-day2.csv b=b-day2.csv
 """
 
 _NAME = re.compile(r"[\w.\-]+")
@@ -91,9 +92,11 @@ def _sources(args: tuple[str, ...]) -> tuple[list[str], list[str]]:
     return names, paths
 
 
-def _setup(kw: dict, command: str, check=None, classify: bool = True):
+def _setup(kw: dict, command: str, check=None, classify: bool = True, stream=None):
     """Check options, read the sources (``check(layout)`` before any work on them), and
-    classify every row (only prepare it: ``classify=False``)."""
+    classify every row (only prepare it: ``classify=False``).  ``stream``: ``--state``
+    (:mod:`evtime.cli.merge_state`): opens the state before Spark, and maps this run's
+    sources to the stream's."""
     from evtime.errors import UsageError
     from evtime.units import duration_ns
 
@@ -130,14 +133,18 @@ def _setup(kw: dict, command: str, check=None, classify: bool = True):
         if check:
             check(lay)
 
-    spark, df, lay, files = run.start(inp, ses, checks)
+    before = stream.opener(names) if stream else None
+    spark, df, lay, files = run.start(inp, ses, checks, before)
+    groups = [f.group for f in files]
+    if stream:
+        spec, groups = stream.sources(spec, groups)
     if inp.rejected is not None:
         from pyspark.sql import functions as F
 
         from evtime.io.reader import FILE
 
-        groups = F.array(*[F.lit(f.group) for f in files])
-        inp.rejected = inp.rejected.withColumn(engine.SRC, F.element_at(groups, F.col(FILE) + 1))
+        of_file = F.array(*[F.lit(g) for g in groups])
+        inp.rejected = inp.rejected.withColumn(engine.SRC, F.element_at(of_file, F.col(FILE) + 1))
     if kw["arrival"]:
         from evtime.engine.scan import order_arrivals
 
@@ -145,7 +152,7 @@ def _setup(kw: dict, command: str, check=None, classify: bool = True):
             df, lay, kw["arrival"], inp.time_format, inp.tz, [f.shown for f in files]
         )
         df = order_arrivals(df, engine.NOW)
-    df = engine.prepare(df, spec, [f.group for f in files])
+    df = engine.prepare(df, spec, groups)
     if classify:
         df = engine.classify(df, spec)
     return ses, inp, spec, df, lay
@@ -256,7 +263,8 @@ merge_output = options._stack(
 @options.marker_options
 @merge_output
 @options.output_options
-@options.input_options
+@options.state_options
+@options.flushable_input_options
 @options.session_options
 def merge(**kw) -> None:
     """Merge several sources into one stream in event-time order.
@@ -292,6 +300,26 @@ def merge(**kw) -> None:
             raise UsageError(f"--discards adds columns {', '.join(extra)} that the input has")
 
     max_discards = kw.pop("max_discards")
+    state, flush = kw.pop("state"), kw.pop("flush")
+    if not kw["inputs"] and not flush:
+        raise UsageError("missing SOURCE (only --state DIR --flush runs without one)")
+    if state or flush:
+        if emit:
+            raise UsageError("--emit-bounds cannot be combined with --state")
+        from evtime.cli import merge_state
+
+        out = {
+            "output": output,
+            "output_format": out_fmt,
+            "overwrite": overwrite,
+            "discards": discards,
+            "as_": as_,
+            "source_as": source_as,
+            "max_discards": max_discards,
+            "state": state,
+            "flush": flush,
+        }
+        return merge_state.stateful({**kw, "state": state, "flush": flush}, out, check, started)
     ses, inp, spec, df, lay = _setup(kw, "merge", check)
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     from pyspark.sql import functions as F
@@ -429,4 +457,4 @@ def explain_merge(**kw) -> None:
 for _cmd in (merge, explain_merge):
     for _p in _cmd.params:
         if _p.name == "inputs":
-            _p.metavar = "SOURCE..."
+            _p.metavar = "[SOURCE...]" if _cmd is merge else "SOURCE..."

@@ -212,7 +212,14 @@ def facts(df: DataFrame, spec: MergeSpec) -> Facts:
 
 
 def definitive(
-    df: DataFrame, spec: MergeSpec, contrib: str, out: str, out_arg: str, out_own: str, fx: Facts
+    df: DataFrame,
+    spec: MergeSpec,
+    contrib: str,
+    out: str,
+    out_arg: str,
+    out_own: str,
+    fx: Facts,
+    init: Sequence[int | None] = (),
 ) -> DataFrame:
     """Add ``out``: D after each arrival = max(min over attached sources of their own
     bound, now - wait), with ``contrib`` the rows' contributions to their source's bound
@@ -224,10 +231,12 @@ def definitive(
     vector carried into each chunk (a window over that small table) -> one grouped pass
     per chunk that runs the vector through the chunk's rows with numpy, in blocks.
     Without --join-leave every source is attached from start to end; with it, from its
-    first arrival to just before its last one is counted.
+    first arrival to just before its last one is counted.  ``init``: each source's bound
+    before the first arrival (``--state``: carried from earlier runs; None: none).
     """
     n, join_leave = spec.n, spec.join_leave
     first, last = fx.first, fx.last
+    start = [NEG if v is None else v for v in (*init, *[None] * (n - len(init)))]
     added = [(out, LongType()), (out_arg, IntegerType()), (out_own, LongType())]
     keep = [f for f in df.schema.fields if f.name not in dict(added)]
     schema = StructType([*keep, *[StructField(c, t) for c, t in added]])
@@ -236,9 +245,10 @@ def definitive(
         import numpy as np
 
         left = left.select([f.name for f in keep]).sort_by(SEQ)
-        cur = np.full(n, NEG, np.int64)
+        cur = np.array(start, np.int64)
         if right is not None and right.num_rows:
-            cur[right.column(SRC).to_numpy()] = right.column("_carry").to_numpy()
+            at = right.column(SRC).to_numpy()
+            cur[at] = np.maximum(cur[at], right.column("_carry").to_numpy())
         seq = left.column(SEQ).to_numpy()
         src = left.column(SRC).to_numpy()
         con = left.column(contrib).fill_null(NEG).to_numpy()
@@ -508,7 +518,11 @@ def with_discard_columns(df: DataFrame, spec: MergeSpec) -> DataFrame:
     """``arrival``, ``reason`` and ``bound`` (the bound missed) for the discards sink."""
     if spec.simple:  # a row behind its own bound may be behind the stream bound too
         df = _simple_releases(df, spec)
-    df = arrival_numbers(true_own(df, spec), "arrival")
+    return discard_words(arrival_numbers(true_own(df, spec), "arrival"), spec)
+
+
+def discard_words(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """``reason`` and ``bound`` of the discarded rows; needs ``OWN``, ``BB`` and ``LAG``."""
     discarded = ~F.col(BND) & ~F.col(KEEP)
     return df.withColumns(
         {

@@ -1,0 +1,206 @@
+"""``evtime merge --state DIR [--flush]``: a merged stream continued across runs (SPEC §3;
+the commit protocol is evtime.io.state's, shared with adjust)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+
+import click
+
+from evtime.cli import run
+from evtime.errors import UsageError
+
+
+class Stream:
+    """The ``stream`` hook of :func:`evtime.cli.merge._setup`: opens ``--state DIR`` before
+    Spark starts and maps this run's sources to the stream's (by NAME)."""
+
+    def __init__(self, kw: dict, options: dict):
+        self.kw, self.options, self.box = kw, options, []
+        self.names: tuple[str, ...] = ()  # the stream's sources, in the stream's order
+        self.given: list[str] = []  # this run's sources (command-line order)
+        self.carried = None
+
+    def opener(self, given: list[str]):
+        from evtime.engine.merge_state import Carried
+
+        self.given = list(given)
+        inner = run.state_opener(self.kw, "merge", self.options, self.box)
+
+        def open_(files, lay):
+            lay = inner(files, lay)
+            st = self.box[0].st
+            known = () if st.fresh else tuple(st.meta["sources"])
+            self.carried = (
+                Carried() if st.fresh else Carried.from_json(st.meta["merge"], st.arrivals)
+            )
+            self.names = (*known, *[n for n in given if n not in known])
+            at = [self.names.index(n) for n in given]
+            if at != sorted(at):
+                raise UsageError(
+                    f"--state {self.kw['state']}: the stream's sources are "
+                    f"{', '.join(self.names)}, in this order: give them in that order (new "
+                    "sources after them)"
+                )
+            return lay
+
+        return open_
+
+    def sources(self, spec, groups: list[int]):
+        index = {n: i for i, n in enumerate(self.names)}
+        return replace(spec, names=self.names), [index[self.given[g]] for g in groups]
+
+
+def options_of(kw: dict) -> dict:
+    """The options a stream keeps from run to run (a state of others is refused)."""
+    marker = kw["bound_marker"]
+    return {
+        "--arrival": kw["arrival"],
+        "--wait": kw["wait"],
+        "--order-by": kw["order_by"],
+        "--bound-marker": "=".join(marker) if marker else None,
+        "--strict-bounds": kw["strict_bounds"],
+        "--tick": kw["tick"],
+        "--unit": kw["unit"],
+        "--range": kw["range_"],
+        "--time-format": kw["time_format"],
+        "--tz": kw["tz"],
+    }
+
+
+def stateful(kw: dict, out: dict, check, started: float) -> None:
+    """``merge --state DIR [--flush]``; ``out``: the output options merge took from ``kw``."""
+    from evtime.cli.merge import _sources
+
+    run.check_state_outputs({**kw, **out})
+    if kw["join_leave"]:
+        raise UsageError(
+            "--join-leave cannot be combined with --state (a source's last row is not known "
+            "before the stream ends)"
+        )
+    unnamed = [n for n, p in zip(*_sources(kw["inputs"]), strict=True) if n == p]
+    if unnamed:
+        raise UsageError(
+            f"--state needs every source named, as NAME=PATH ({unnamed[0]}): the stream "
+            "knows its sources by name from run to run"
+        )
+    stream = Stream(kw, options_of(kw))
+    quiet = kw["quiet"]
+    try:
+        _run(kw, out, check, started, stream)
+    except run.NothingToDo as done:
+        run.stop_progress()
+        if not quiet:
+            click.echo(str(done), err=True)
+    finally:
+        for stf in stream.box:
+            stf.sd.close()  # the lock on DIR
+
+
+def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
+    from pyspark.sql import functions as F
+
+    from evtime.cli.merge import _rejected_route, _route_column, _routes, _setup
+    from evtime.engine import merge as engine
+    from evtime.engine import merge_state as state
+    from evtime.engine.scan import sort_in_parts
+    from evtime.io.reader import SEQ
+    from evtime.io.writer import ROUTE, Sink, output_format
+
+    quiet = kw["quiet"]  # _setup takes the session options out of kw
+    ses, inp, spec, df, lay = _setup(kw, "merge", check, classify=False, stream=stream)
+    (stf,) = stream.box
+    good = run.count_read(df)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + run.rejected_count(inp)
+    held_file = stf.file("held.parquet")
+    held = df.sparkSession.read.parquet(held_file) if held_file else None
+    rows, nxt = state.classify(df, spec, stream.carried, held, stf.flush)
+    own = lay.schema.names
+    source_as, as_ = out["source_as"], out["as_"]
+    routes = _routes(spec)
+    sinks = [
+        Sink(
+            "output",
+            tuple(r for r in routes if r.startswith("out:")),
+            out["output"],
+            output_format(out["output"], out["output_format"]),
+            [*own, source_as, as_],
+            [as_],
+            out["overwrite"],
+        )
+    ]
+    if out["discards"]:
+        rows = state.with_discard_columns(rows, spec, stream.carried)
+        sinks.append(
+            run.discards_sink(
+                out["discards"],
+                out["overwrite"],
+                own,
+                (source_as, as_),
+                (as_,),
+                tuple(r for r in routes if r.startswith("discard:")),
+            )
+        )
+    rows = rows.withColumns(
+        {
+            source_as: engine._source_name(spec),
+            as_: F.col(engine.EVT),
+            ROUTE: F.when(F.col(state.HELD), "held").otherwise(_route_column()),
+        }
+    )
+    # default mode: sources one after the other, so ties go by source first
+    then = (engine.SRC, SEQ) if spec.simple else (SEQ,)
+    rows = run.with_rejected(
+        sort_in_parts(rows, engine.EVT, *then),
+        inp,
+        {source_as: engine._source_name(spec)},
+        _rejected_route(),
+    )
+
+    def state_sinks(gen: str) -> list:
+        cols = [*own, *state.HELD_COLUMNS]
+        return [Sink("held", ("held",), f"{gen}/held.parquet", "parquet", cols, raw=True)]
+
+    meta = {
+        "command": "merge",
+        "arrivals": stream.carried.arrivals + good,
+        "sources": list(spec.names),
+        "merge": nxt.to_json(),
+    }
+    counts = run.write_and_commit(rows, sinks, lay, stf, state_sinks, meta)
+    summary(spec, counts, started, read, stf.carried, out["max_discards"], quiet)
+
+
+def summary(spec, counts, started, read, carried, max_discards, quiet) -> None:
+    """``read R, carried C, released X, discarded D, held H`` (+ bound rows), then per
+    source; checks R + C = X + D + H + bound rows (a mismatch is an internal error)."""
+    from evtime.errors import EvtimeError, TooManyDiscards
+
+    run.stop_progress()
+
+    def get(kind: str, s: int | None = None) -> int:
+        if s is None:
+            return sum(counts.get(f"{kind}:{i}", 0) for i in range(spec.n))
+        return counts.get(f"{kind}:{s}", 0)
+
+    out, disc, bnd, held = get("out"), get("discard"), get("bound"), counts.get("held", 0)
+    if read + carried != out + disc + bnd + held:
+        raise EvtimeError(
+            f"internal error: read {read} + carried {carried} rows but released {out} + "
+            f"discarded {disc} + bound rows {bnd} + held {held} = {out + disc + bnd + held}; "
+            "please report this"
+        )
+    if not quiet:
+        b = f", bound rows {bnd}" if bnd else ""
+        head = f"read {read}, carried {carried}, released {out}, discarded {disc}, held {held}{b}"
+        per = "".join(
+            f"; {name}: released {get('out', s)}, discarded {get('discard', s)}"
+            + (f", bound rows {get('bound', s)}" if get("bound", s) else "")
+            for s, name in enumerate(spec.names)
+        )
+        click.echo(f"evtime merge: {head}{per} ({time.monotonic() - started:.1f}s)", err=True)
+        sys.stderr.flush()
+    if max_discards is not None and disc > max_discards:
+        raise TooManyDiscards(f"{disc} rows discarded, more than --max-discards {max_discards}")
