@@ -112,7 +112,7 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
     quiet = kw["quiet"]  # _setup takes the session options out of kw
     ses, inp, spec, df, lay = _setup(kw, "merge", check, classify=False, stream=stream)
     (stf,) = stream.box
-    good = run.count_read(df)  # bad rows (--bad-rows discard) take no arrival number
+    good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
     read = good + run.rejected_count(inp)
     held_file = stf.file("held.parquet")
     held = df.sparkSession.read.parquet(held_file) if held_file else None
