@@ -258,17 +258,21 @@ def _output(w, spec, names, out, lay):
 
 def _state_record(kw: dict, spec, inp) -> dict:
     """The options a --state stream must keep from run to run (state.json)."""
+
+    def ns(d: int | None) -> str | None:
+        return None if d is None else f"{d}ns"
+
     return {
-        "--window": spec.size,
-        "--slide": spec.slide,
-        "--offset": spec.offset,
+        "--window": ns(spec.size),
+        "--slide": ns(spec.slide),
+        "--offset": ns(spec.offset),
         "--window-end": "inclusive" if spec.inclusive else "exclusive",
         "--bounds": spec.bounds,
         "--bound-marker": "=".join(spec.marker) if spec.marker else None,
         "--strict-bounds": spec.strict,
-        "--tick": spec.tick,
+        "--tick": ns(spec.tick),
         "--cti-every": spec.cti_every,
-        "--cti-delay": spec.cti_delay,
+        "--cti-delay": ns(spec.cti_delay),
         "--late": spec.late,
         "--unit": spec.unit,
         "--range": spec.range,
