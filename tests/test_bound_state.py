@@ -58,7 +58,7 @@ def _single(run_cli, tmp: Path, files: list[Path], opts: list[str]) -> tuple[lis
 def _counts(stderr: str) -> dict[str, int]:
     line = next(x for x in stderr.splitlines() if x.startswith("evtime bound: read"))
     words = line.split(": ", 1)[1].split(" (")[0].split(", ")
-    return {w.split()[0]: int(w.split()[1]) for w in words}
+    return {w.rsplit(" ", 1)[0]: int(w.rsplit(" ", 1)[1]) for w in words}
 
 
 def _incremental(run_cli, tmp: Path, files: list[Path], opts: list[str]) -> tuple[list, list]:
@@ -75,7 +75,7 @@ def _incremental(run_cli, tmp: Path, files: list[Path], opts: list[str]) -> tupl
         c = _counts(r.stderr)
         assert c["carried"] == held  # what the last run held, this one carries
         assert c["read"] + c["carried"] == (
-            c["released"] + c["discarded"] + c["held"] + c.get("bound", 0)
+            c["released"] + c["discarded"] + c["held"] + c.get("bound rows", 0)
         )
         held = c["held"]
         if last:
