@@ -183,8 +183,8 @@ def _check_columns(spec):
 
 
 def _write(jobs) -> dict[str, int]:
-    """Write every (frame, sink, layout), then publish them all: no sink is published
-    unless every one was written."""
+    """Write every (frame, sinks, layout), then publish them all: no sink is published
+    unless every one was written.  Rows seen per route, summed over the jobs."""
     import shutil
 
     from evtime.io import writer
@@ -192,10 +192,12 @@ def _write(jobs) -> dict[str, int]:
     staging = writer.staging_dir()
     counts: dict[str, int] = {}
     try:
-        for frame, sink, lay in jobs:
-            counts.update(writer.write(frame, [sink], lay, staging))
-        for frame, sink, lay in jobs:
-            writer.publish(sink, staging, lay, frame.schema)
+        for frame, sinks, lay in jobs:
+            for route, n in writer.write(frame, sinks, lay, staging).items():
+                counts[route] = counts.get(route, 0) + n
+        for frame, sinks, lay in jobs:
+            for sink in sinks:
+                writer.publish(sink, staging, lay, frame.schema)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return counts
@@ -313,11 +315,7 @@ def bound(**kw) -> None:
             if not ses.quiet:
                 click.echo(str(done), err=True)
             return
-    from pyspark.sql import functions as F
-
     from evtime.engine import bound as engine
-    from evtime.engine import present
-    from evtime.io.writer import ROUTE
 
     spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
@@ -325,21 +323,23 @@ def bound(**kw) -> None:
     cl = engine.prepare(df, spec)
     w, names = _windows(cl, spec, items, lay.schema.names)
     out_frame, key_lay = _output(w, spec, names, sinks[0], lay)
-    jobs = [(out_frame, sinks[0], key_lay)]
-    if kw["discards"]:
-        late = engine.discards(cl, spec).withColumn(ROUTE, F.lit("discard"))
-        jobs.append((run.with_rejected(late, inp), sinks[1], lay))
-    written = _write(jobs)
-    n = {r[0]: r[1] for r in cl.groupBy(engine.DECISION).count().collect()}  # <= 4 rows
+    # every arrival is routed (the late rows to --discards, if given): the summary's
+    # counts come from the writes
+    rows = engine.late_in_order(engine.routed(cl, spec, bool(kw["discards"])))
+    n = _write([(out_frame, sinks[:1], key_lay), (run.with_rejected(rows, inp), sinks[1:], lay)])
     counts = {
-        "out": n.get(present.RELEASED, 0) + n.get(present.ADJUSTED, 0),
-        "discard": n.get(present.DISCARDED, 0) + run.rejected_count(inp),
-        "bound": n.get(present.BOUND, 0),
+        "out": n.get("released", 0) + n.get("adjusted", 0),
+        "discard": n.get("discard", 0),
+        "bound": n.get("bound", 0),
     }
-    detail = f", adjusted {n[present.ADJUSTED]}" if n.get(present.ADJUSTED) else ""
+    run.summary("bound", ses, counts, started, read, kw.get("max_discards"), _detail(n, counts))
+
+
+def _detail(n: dict[str, int], counts: dict[str, int]) -> str:
+    adjusted = n.get("adjusted", 0) + n.get("released:adjusted", 0) + n.get("held:adjusted", 0)
+    detail = f", adjusted {adjusted}" if adjusted else ""
     detail += f", bound rows {counts['bound']}" if counts["bound"] else ""
-    detail += f", windows {written.get('out', 0)}"
-    run.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
+    return detail + f", windows {n.get('out', 0)}"
 
 
 def _stateful(kw, spec, items, record, ses, inp, started) -> None:
@@ -407,16 +407,13 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
 
     meta = {"command": "bound", "arrivals": stf.st.arrivals + good}
     n = run.commit_jobs(sinks, jobs, stf, meta)
-    adjusted = n.get("released:adjusted", 0) + n.get("held:adjusted", 0)
     counts = {
         "out": n.get("released", 0) + n.get("released:adjusted", 0),
         "discard": n.get("discard", 0),
         "bound": n.get("bound", 0),
         "held": n.get("held", 0) + n.get("held:adjusted", 0),
     }
-    detail = f", adjusted {adjusted}" if adjusted else ""
-    detail += f", bound rows {counts['bound']}" if counts["bound"] else ""
-    detail += f", windows {n.get('out', 0)}"
+    detail = _detail(n, counts)
     run.summary(
         "bound", ses, counts, started, read, kw.get("max_discards"), detail, carried=stf.carried
     )

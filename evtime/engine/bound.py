@@ -377,14 +377,40 @@ def _reason(spec: BoundSpec) -> Column:
     )
 
 
-def discards(cl: DataFrame, spec: BoundSpec) -> DataFrame:
-    """The late rows dropped, with ``arrival``, ``reason`` and ``bound`` (the bound they
-    missed), in arrival order."""
-    return (
-        cl.where(F.col(DECISION) == present.DISCARDED)
-        .withColumns({"arrival": F.col(ARRIVAL), "reason": _reason(spec), "bound": F.col(BEFORE)})
-        .sort(SEQ)
+def routed(cl: DataFrame, spec: BoundSpec, discard_columns: bool) -> DataFrame:
+    """Every arrival with the route that counts it: ``discard`` (late, dropped), ``bound``
+    (marker rows), ``adjusted`` or ``released`` (in windows); with ``discard_columns``, the
+    discards' ``arrival``, ``reason`` and ``bound``.  For :func:`late_in_order`."""
+    from evtime.io.writer import ROUTE
+
+    d = F.col(DECISION)
+    route = (
+        F.when(d == present.DISCARDED, "discard")
+        .when(d == present.BOUND, "bound")
+        .when(d == present.ADJUSTED, "adjusted")
+        .otherwise("released")
     )
+    df = cl.withColumn(ROUTE, route)
+    if discard_columns:
+        df = df.withColumns(
+            {"arrival": F.col(ARRIVAL), "reason": _reason(spec), "bound": F.col(BEFORE)}
+        )
+    return df
+
+
+def late_in_order(df: DataFrame) -> DataFrame:
+    """``df`` ready for one write: the dropped late rows in arrival order (numbered parts,
+    :func:`~evtime.engine.scan.sort_in_parts`), the other rows after them in no order and
+    without a shuffle (they are counted, or written where order does not matter)."""
+    from evtime.engine.scan import AFTER_PARTS, sort_in_parts
+    from evtime.io.reader import PART
+
+    late = F.coalesce(F.col(DECISION) == present.DISCARDED, F.lit(False))
+    first = sort_in_parts(df.where(late), ARRIVAL)
+    rest = df.where(~late).withColumn(
+        PART, (F.lit(2 * AFTER_PARTS) + F.spark_partition_id()).cast("long")
+    )
+    return first.withColumn(PART, F.col(PART).cast("long")).unionByName(rest)
 
 
 def _iso_sql(e: str) -> str:

@@ -117,8 +117,8 @@ def routed(
     rows), ``held`` (a window of it is still open: saved for the next run) or ``released``
     (all its windows were released); ``:adjusted`` is added for this run's rows moved up
     by ``--late adjust``.  Unless ``flush``, followed by the new per-key ``state`` rows
-    (route ``state``).  Sorted by arrival (the discards are written in arrival order)."""
-    from evtime.engine.scan import sort_in_parts
+    (route ``state``).  The discards come in arrival order (:func:`late_in_order`)."""
+    from evtime.engine.bound import late_in_order
     from evtime.io.writer import ROUTE
 
     rows = cl if held is None else cl.unionByName(carried_rows(held), allowMissingColumns=True)
@@ -145,7 +145,7 @@ def routed(
         )
     if not flush:
         rows = rows.unionByName(state.withColumn(ROUTE, F.lit("state")), allowMissingColumns=True)
-    return sort_in_parts(rows, ARRIVAL)
+    return late_in_order(rows)
 
 
 def held_routes() -> tuple[str, ...]:
