@@ -402,15 +402,24 @@ def late_in_order(df: DataFrame) -> DataFrame:
     """``df`` ready for one write: the dropped late rows in arrival order (numbered parts,
     :func:`~evtime.engine.scan.sort_in_parts`), the other rows after them in no order and
     without a shuffle (they are counted, or written where order does not matter)."""
-    from evtime.engine.scan import AFTER_PARTS, sort_in_parts
+    from evtime.engine.scan import AFTER_PARTS, _bucket
     from evtime.io.reader import PART
 
     late = F.coalesce(F.col(DECISION) == present.DISCARDED, F.lit(False))
-    first = sort_in_parts(df.where(late), ARRIVAL)
+    first = df.where(late)
+    # as sort_in_parts, but the part stays a column expression (ARRIVAL >> 62 is 0) when
+    # there is no late row (the bucket is then a literal, and a repartition by a literal is
+    # an exchange into a single partition)
+    part = F.shiftright(F.col(ARRIVAL), 62) + _bucket(first, ARRIVAL)
+    first = (
+        first.withColumn(PART, part.cast("long"))
+        .repartition(PART)
+        .sortWithinPartitions(PART, ARRIVAL)
+    )
     rest = df.where(~late).withColumn(
         PART, (F.lit(2 * AFTER_PARTS) + F.spark_partition_id()).cast("long")
     )
-    return first.withColumn(PART, F.col(PART).cast("long")).unionByName(rest)
+    return first.unionByName(rest)
 
 
 def _iso_sql(e: str) -> str:
