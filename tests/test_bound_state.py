@@ -280,3 +280,22 @@ def test_flush_without_input_ends_the_stream(run_cli, tmp_path):
     assert got + end == want
     r = run_cli(*BOUND, *opts, *state, "--flush", "-o", tmp_path / "again.csv")
     assert r.exit_code == 0 and "nothing to do" in r.stderr
+
+
+def test_user_aggregates_adjusted_and_bad_rows_across_runs(run_cli, tmp_path):
+    """Held rows, not partial aggregates: a Python user aggregate (incremental, with remove)
+    over hopping windows is the same in two runs as in one; late rows moved up by
+    --late adjust and bad rows (--bad-rows discard) are accounted for."""
+    udafs = Path(__file__).resolve().parent.parent / "samples" / "bound" / "udafs.py"
+    opts = [
+        "--window", "10ns", "--slide", "4ns", "--key", "k", "--late", "adjust",
+        "--udaf", f"med={udafs}:SlidingMedian", "--agg", "med(v) AS median", *AGGS,
+        "--bad-rows", "discard",
+    ]  # fmt: skip
+    files = _split(tmp_path, ROWS, [7])
+    with open(files[0], "a") as fh:
+        fh.write("a,not-a-time,99,row\n")
+    want, want_dis = _single(run_cli, tmp_path, files, opts)
+    assert any(r["reason"].startswith("bad input") for r in want_dis)
+    got, got_dis = _incremental(run_cli, tmp_path, files, opts)
+    assert got == want and got_dis == want_dis

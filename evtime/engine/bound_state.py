@@ -57,7 +57,7 @@ def no_state(df: DataFrame, spec: BoundSpec) -> DataFrame:
     """The per-key state of a fresh stream: none (typed like the keys of ``df``)."""
     return (
         df.select(*spec.keys)
-        .limit(0)
+        .where(F.lit(False))
         .withColumns({c: F.lit(None).cast("long") for c in STATE_COLUMNS})
     )
 
