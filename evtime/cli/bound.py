@@ -183,8 +183,8 @@ def _check_columns(spec):
 
 
 def _write(jobs) -> dict[str, int]:
-    """Write every (frame, sink, layout), then publish them all: no sink is published
-    unless every one was written."""
+    """Write every (frame, sinks, layout), then publish them all: no sink is published
+    unless every one was written.  Rows seen per route, summed over the jobs."""
     import shutil
 
     from evtime.io import writer
@@ -192,16 +192,18 @@ def _write(jobs) -> dict[str, int]:
     staging = writer.staging_dir()
     counts: dict[str, int] = {}
     try:
-        for frame, sink, lay in jobs:
-            counts.update(writer.write(frame, [sink], lay, staging))
-        for frame, sink, lay in jobs:
-            writer.publish(sink, staging, lay, frame.schema)
+        for frame, sinks, lay in jobs:
+            for route, n in writer.write(frame, sinks, lay, staging, run.in_driver()).items():
+                counts[route] = counts.get(route, 0) + n
+        for frame, sinks, lay in jobs:
+            for sink in sinks:
+                writer.publish(sink, staging, lay, frame.schema)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return counts
 
 
-def _windows(cl, spec, items, columns: list[str]):
+def _windows(cl, spec, items, columns: list[str], rows=None, keep=None):
     """The windows; an --agg that Spark cannot analyse is a usage error, and one naming a
     column the input lacks lists the columns and a close match."""
     import re
@@ -213,7 +215,7 @@ def _windows(cl, spec, items, columns: list[str]):
     from evtime.io.reader import suggest
 
     try:
-        return engine.windows(cl, spec, items)
+        return engine.windows(cl, spec, items, rows, keep)
     except AnalysisException as err:
         lines = str(err).strip().splitlines()
         first = lines[0] if lines else str(err)
@@ -226,10 +228,68 @@ def _windows(cl, spec, items, columns: list[str]):
         raise UsageError(f"--agg: {first}") from None
 
 
+def _sinks(kw, spec, lay):
+    """The output sink (its columns set by :func:`_output`) and the --discards sink."""
+    from evtime.io.writer import Sink, check_sink, output_format
+
+    out_fmt = output_format(kw["output"], kw["output_format"])
+    ns = ["window_start", "window_end"]
+    out = Sink("output", ("out",), kw["output"], out_fmt, [], ns, kw["overwrite"])
+    sinks = [out]
+    if kw["discards"]:
+        sinks.append(run.discards_sink(kw["discards"], kw["overwrite"], lay.schema.names))
+    for s in sinks:
+        check_sink(s)
+    return sinks
+
+
+def _output(w, spec, names, out, lay):
+    """The windows as the output frame (routed 'out') and its layout."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    from evtime.engine import bound as engine
+    from evtime.io.reader import Layout
+    from evtime.io.writer import ROUTE
+
+    out.columns = [*spec.keys, "window_start", "window_end", *names, "rows", "closed_by"]
+    # the windows carry only the key columns of the input (their types are restored)
+    key_lay = Layout(pa.schema([lay.schema.field(k) for k in spec.keys]), lay.time_col)
+    return engine.output(w, spec, names).withColumn(ROUTE, F.lit("out")), key_lay
+
+
+def _state_record(kw: dict, spec, inp) -> dict:
+    """The options a --state stream must keep from run to run (state.json)."""
+
+    def ns(d: int | None) -> str | None:
+        return None if d is None else f"{d}ns"
+
+    return {
+        "--window": ns(spec.size),
+        "--slide": ns(spec.slide),
+        "--offset": ns(spec.offset),
+        "--window-end": "inclusive" if spec.inclusive else "exclusive",
+        "--bounds": spec.bounds,
+        "--bound-marker": "=".join(spec.marker) if spec.marker else None,
+        "--strict-bounds": spec.strict,
+        "--tick": ns(spec.tick),
+        "--cti-every": spec.cti_every,
+        "--cti-delay": ns(spec.cti_delay),
+        "--late": spec.late,
+        "--unit": spec.unit,
+        "--range": spec.range,
+        "--key": list(spec.keys),
+        "--agg": list(kw["aggs"]),
+        "--udaf": list(kw["udafs"]),
+        "--order-by": inp.order_by,
+    }
+
+
 @click.command("bound", cls=options.Command, epilog=EXAMPLES)
 @bound_options(agg_required=True)
 @options.output_options
-@options.input_options
+@options.state_options
+@options.flushable_input_options
 @options.session_options
 def bound(**kw) -> None:
     """Aggregate event-time windows, each released once it is final.
@@ -240,45 +300,123 @@ def bound(**kw) -> None:
     started = time.monotonic()
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     spec = spec_of(kw, inp.keys)
+    record = _state_record(kw, spec, inp)
     items = _items(kw)
-    import pyarrow as pa
-    from pyspark.sql import functions as F
+    from evtime.errors import UsageError
 
+    run.check_state_outputs(kw)
+    if not inp.inputs and not kw["flush"]:
+        raise UsageError("missing INPUT (only --state DIR --flush runs without one)")
+    if kw["state"]:
+        try:
+            return _stateful(kw, spec, items, record, ses, inp, started)
+        except run.NothingToDo as done:
+            run.stop_progress()
+            if not ses.quiet:
+                click.echo(str(done), err=True)
+            return
     from evtime.engine import bound as engine
-    from evtime.engine import present
-    from evtime.io.reader import Layout
-    from evtime.io.writer import ROUTE, Sink, check_sink, output_format
 
-    out_fmt = output_format(kw["output"], kw["output_format"])
     spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
-    ns = ["window_start", "window_end"]
-    out = Sink("output", ("out",), kw["output"], out_fmt, [], ns, kw["overwrite"])
-    sinks = [out]
-    if kw["discards"]:
-        sinks.append(run.discards_sink(kw["discards"], kw["overwrite"], lay.schema.names))
-    for s in sinks:
-        check_sink(s)
+    sinks = _sinks(kw, spec, lay)
     cl = engine.prepare(df, spec)
     w, names = _windows(cl, spec, items, lay.schema.names)
-    out.columns = [*spec.keys, "window_start", "window_end", *names, "rows", "closed_by"]
-    # the windows carry only the key columns of the input (their types are restored)
-    key_lay = Layout(pa.schema([lay.schema.field(k) for k in spec.keys]), lay.time_col)
-    jobs = [(engine.output(w, spec, names).withColumn(ROUTE, F.lit("out")), out, key_lay)]
-    if kw["discards"]:
-        late = engine.discards(cl, spec).withColumn(ROUTE, F.lit("discard"))
-        jobs.append((run.with_rejected(late, inp), sinks[1], lay))
-    written = _write(jobs)
-    n = {r[0]: r[1] for r in cl.groupBy(engine.DECISION).count().collect()}  # <= 4 rows
+    out_frame, key_lay = _output(w, spec, names, sinks[0], lay)
+    # every arrival is routed (the late rows to --discards, if given): the summary's
+    # counts come from the writes
+    rows = engine.late_in_order(engine.routed(cl, spec, bool(kw["discards"])))
+    n = _write([(out_frame, sinks[:1], key_lay), (run.with_rejected(rows, inp), sinks[1:], lay)])
     counts = {
-        "out": n.get(present.RELEASED, 0) + n.get(present.ADJUSTED, 0),
-        "discard": n.get(present.DISCARDED, 0) + run.rejected_count(inp),
-        "bound": n.get(present.BOUND, 0),
+        "out": n.get("released", 0) + n.get("adjusted", 0),
+        "discard": n.get("discard", 0),
+        "bound": n.get("bound", 0),
     }
-    detail = f", adjusted {n[present.ADJUSTED]}" if n.get(present.ADJUSTED) else ""
+    run.summary("bound", ses, counts, started, read, kw.get("max_discards"), _detail(n, counts))
+
+
+def _detail(n: dict[str, int], counts: dict[str, int]) -> str:
+    adjusted = n.get("adjusted", 0) + n.get("released:adjusted", 0) + n.get("held:adjusted", 0)
+    detail = f", adjusted {adjusted}" if adjusted else ""
     detail += f", bound rows {counts['bound']}" if counts["bound"] else ""
-    detail += f", windows {written.get('out', 0)}"
-    run.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
+    return detail + f", windows {n.get('out', 0)}"
+
+
+def _stateful(kw, spec, items, record, ses, inp, started) -> None:
+    """``bound --state DIR [--flush]``: continue the stream of windows saved in DIR (SPEC §4
+    over all runs' inputs as one stream); the outputs and the new state are committed
+    together."""
+    box: list = []
+    try:
+        spark, df, lay, files = run.start(
+            inp,
+            ses,
+            _check_columns(spec),
+            before_spark=run.state_opener(kw, "bound", record, box),
+        )
+        (stf,) = box
+        _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf)
+    finally:
+        for stf in box:
+            stf.sd.close()  # the lock on DIR
+
+
+def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> None:
+    from evtime.engine import bound as engine
+    from evtime.engine import bound_state as bs
+    from evtime.io.writer import Sink
+
+    good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + run.rejected_count(inp)
+    sinks = _sinks(kw, spec, lay)
+    held_file, keys_file = stf.file("held.parquet"), stf.file("keys.parquet")
+    held = spark.read.parquet(held_file) if held_file else None
+    carried = spark.read.parquet(keys_file) if keys_file else bs.no_state(df, spec)
+    cl = engine.prepare(df, spec, carried, stf.st.arrivals)
+    rows, keep = bs.open_windows(bs.rows_in_windows(cl, held), carried, spec)
+    w, names = _windows(cl, spec, items, lay.schema.names, rows, keep)
+    out_frame, key_lay = _output(bs.released(w, stf.flush), spec, names, sinks[0], lay)
+    state = bs.next_state(cl, carried, spec)
+    frame = bs.routed(cl, held, state, spec, stf.flush, bool(kw["discards"]))
+    frame = run.with_rejected(frame, inp)
+    own = lay.schema.names
+
+    def jobs(gen: str) -> list:
+        row_sinks = sinks[1:]
+        if not stf.flush:
+            row_sinks = [
+                *row_sinks,
+                Sink(
+                    "held",
+                    bs.held_routes(),
+                    f"{gen}/held.parquet",
+                    "parquet",
+                    [*own, *bs.HELD_COLUMNS],
+                    raw=True,
+                ),
+                Sink(
+                    "keys",
+                    ("state",),
+                    f"{gen}/keys.parquet",
+                    "parquet",
+                    [*spec.keys, *bs.STATE_COLUMNS],
+                    raw=True,
+                ),
+            ]
+        return [(out_frame, [sinks[0]], key_lay), (frame, row_sinks, lay)]
+
+    meta = {"command": "bound", "arrivals": stf.st.arrivals + good}
+    n = run.commit_jobs(sinks, jobs, stf, meta)
+    counts = {
+        "out": n.get("released", 0) + n.get("released:adjusted", 0),
+        "discard": n.get("discard", 0),
+        "bound": n.get("bound", 0),
+        "held": n.get("held", 0) + n.get("held:adjusted", 0),
+    }
+    detail = _detail(n, counts)
+    run.summary(
+        "bound", ses, counts, started, read, kw.get("max_discards"), detail, carried=stf.carried
+    )
 
 
 @click.command(

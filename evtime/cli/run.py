@@ -15,6 +15,11 @@ _progress = None  # the progress line of this run, if one is shown
 _in_driver = False  # this run reads and writes in its own process (driver_io)
 
 
+def in_driver() -> bool:
+    """Whether this run reads and writes in its own process (see :func:`driver_io`)."""
+    return _in_driver
+
+
 def stop_progress() -> None:
     global _progress
     if _progress is not None:
@@ -358,6 +363,19 @@ def write_and_commit(df, sinks, lay, stf: Stateful, state_sinks, meta: dict) -> 
     """:func:`write_and_publish` with ``--state``: the outputs and the new state are
     committed together (evtime.io.state).  ``state_sinks(gen_dir)`` are the sinks of the
     state's own files; ``meta`` goes to its state.json."""
+
+    def jobs(gen: str) -> list:
+        return [(df, [*sinks, *([] if stf.flush else state_sinks(gen))], lay)]
+
+    return commit_jobs(sinks, jobs, stf, meta)
+
+
+def commit_jobs(sinks, jobs, stf: Stateful, meta: dict) -> dict[str, int]:
+    """:func:`write_and_commit` for outputs written from several frames: ``jobs(gen_dir)``
+    gives ``(frame, sinks, layout)`` triples, each written by one Spark job; their sinks are
+    the outputs ``sinks`` (committed with the state) and the state's own files (in
+    ``gen_dir``).  Counts are summed over the jobs; routes ``held`` and ``held:...`` are
+    the rows the state holds."""
     from evtime.io import writer
     from evtime.io.state import crash_point
 
@@ -366,19 +384,21 @@ def write_and_commit(df, sinks, lay, stf: Stateful, state_sinks, meta: dict) -> 
     staging = writer.staging_dir()
     try:
         gen = stf.sd.begin(stf.st, sinks, staging)
-        extra = [] if stf.flush else state_sinks(gen)
-        counts = writer.write(df, [*sinks, *extra], lay, staging, _in_driver)
-        for s in extra:
-            writer.publish(s, staging, lay, df.schema)
+        counts: dict[str, int] = {}
+        placed: dict[str, tuple] = {}
+        for frame, job_sinks, lay in jobs(gen):
+            for route, n in writer.write(frame, job_sinks, lay, staging, _in_driver).items():
+                counts[route] = counts.get(route, 0) + n
+            for s in job_sinks:
+                if any(s is o for o in sinks):
+                    placed[s.name] = (lay, frame.schema)
+                else:
+                    writer.publish(s, staging, lay, frame.schema)
         crash_point("state-written")
-        meta = {
-            **meta,
-            **stf.st.run,
-            "command": meta["command"],
-            "held": counts.get("held", 0),
-            "ended": stf.flush,
-        }
-        stf.sd.commit(stf.st, sinks, staging, lay, df.schema, meta)
+        held = sum(n for r, n in counts.items() if r == "held" or r.startswith("held:"))
+        meta = {**meta, **stf.st.run, "command": meta["command"], "held": held, "ended": stf.flush}
+        layouts = [placed[s.name] for s in sinks]
+        stf.sd.commit(stf.st, sinks, staging, None, None, meta, layouts)
     except Exception:
         stf.sd.abort()
         raise
@@ -429,11 +449,11 @@ def summary(
             f"{discarded} + bound rows {bound_rows} = {released + discarded + bound_rows}; "
             "please report this"
         )
-    elif carried is not None and read + carried != released + discarded + held:
+    elif carried is not None and read + carried != released + discarded + held + bound_rows:
         raise EvtimeError(
             f"internal error: read {read} + carried {carried} rows but released {released} "
-            f"+ discarded {discarded} + held {held} = {released + discarded + held}; "
-            "please report this"
+            f"+ discarded {discarded} + held {held} + bound rows {bound_rows} = "
+            f"{released + discarded + held + bound_rows}; please report this"
         )
     if not ses.quiet:
         counted = f"read {read}, released {released}, discarded {discarded}"

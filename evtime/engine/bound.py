@@ -47,6 +47,8 @@ MARK, DECISION, ARRIVAL = "_evt_marker", "_evt_decision", "_evt_arrival"
 WS, ROWS, CLOSED = "_evt_ws", "_evt_rows", "_evt_closed"
 OPENED = "_evt_opened"  # arrival of a window's first row (pictures)
 OUT_FIXED = ("window_start", "window_end", "rows", "closed_by")
+# --state: a key's bound after the last arrival, and (cti) its data rows and largest time
+BOUND, CTI_N, CTI_SEEN = "_evt_bound", "_evt_cti_n", "_evt_cti_seen"
 MAX_WINDOWS_PER_ROW = 10_000
 
 
@@ -124,10 +126,16 @@ def _marker(spec: BoundSpec) -> Column:
     return F.coalesce(F.col(col).cast("string") == F.lit(value), F.lit(False))
 
 
-def classify(df: DataFrame, spec: BoundSpec) -> DataFrame:
-    """Add the bound in force / after each arrival, the decision and the window time."""
+def classify(df: DataFrame, spec: BoundSpec, carried: DataFrame | None = None) -> DataFrame:
+    """Add the bound in force / after each arrival, the decision and the window time.
+    ``carried`` ``(keys..., BOUND, CTI_N, CTI_SEEN)``: what an earlier run left per key
+    (``--state``): its bound (in force before the key's first arrival here) and, for
+    ``cti``, its count of data rows and largest data time; with it, the rows carry the
+    running ``CTI_N`` / ``CTI_SEEN`` (cti) for the next state."""
     keys = spec.keys
     df = df.withColumn(MARK, _marker(spec))
+    if carried is not None:
+        df = adjust._join_keys(df, carried.select(*keys, BOUND, CTI_N, CTI_SEEN), keys)
     if spec.bounds == "rows":
         aspec = adjust.AdjustSpec(spec.unit or "nsec", spec.range or 0, keys)
         df = adjust.classify(df, aspec).withColumnRenamed(adjust.EVT, T0).drop(adjust.KEEP)
@@ -145,6 +153,13 @@ def classify(df: DataFrame, spec: BoundSpec) -> DataFrame:
             promise = F.when(F.col(MARK), F.col(T) + F.lit(strict))
         else:  # cti: every N-th data row of the key, max data time so far - delay
             df = prefix_count_max(df, {"_evt_n": F.lit(True)}, {"_evt_seen": T}, keys)
+            if carried is not None:
+                df = df.withColumns(
+                    {
+                        "_evt_n": F.col("_evt_n") + F.coalesce(F.col(CTI_N), F.lit(0)),
+                        "_evt_seen": F.greatest("_evt_seen", CTI_SEEN),
+                    }
+                ).withColumns({CTI_N: F.col("_evt_n"), CTI_SEEN: F.col("_evt_seen")})
             promise = F.when(
                 F.col("_evt_n") % F.lit(spec.cti_every) == 0,
                 F.col("_evt_seen") - F.lit(spec.cti_delay),
@@ -153,6 +168,10 @@ def classify(df: DataFrame, spec: BoundSpec) -> DataFrame:
         df = prefix_max(df, {BEFORE: "_evt_promise"}, by=keys, inclusive=False)
         df = df.withColumn(AFTER, F.greatest(BEFORE, "_evt_promise"))
         df = df.drop("_evt_promise", "_evt_seen", "_evt_n")  # (absent names: no-op)
+    if carried is not None:
+        df = df.withColumns(
+            {BEFORE: F.greatest(BEFORE, BOUND), AFTER: F.greatest(AFTER, BOUND)}
+        ).drop(BOUND)
     return df.withColumns(decide(spec))
 
 
@@ -168,10 +187,15 @@ def decide(spec: BoundSpec) -> dict[str, Column]:
     }
 
 
-def prepare(df: DataFrame, spec: BoundSpec) -> DataFrame:
-    """:func:`classify` plus 1-based arrival numbers, cut from its lineage (every later step
-    reads these rows several times)."""
-    return arrival_numbers(classify(df, spec), ARRIVAL).localCheckpoint()
+def prepare(
+    df: DataFrame, spec: BoundSpec, carried: DataFrame | None = None, arrivals: int = 0
+) -> DataFrame:
+    """:func:`classify` plus 1-based arrival numbers (after ``arrivals`` read by earlier
+    runs), cut from its lineage (every later step reads these rows several times)."""
+    df = arrival_numbers(classify(df, spec, carried), ARRIVAL)
+    if arrivals:
+        df = df.withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(arrivals))
+    return df.localCheckpoint()
 
 
 def accepted() -> Column:
@@ -213,13 +237,19 @@ def quote(name: str) -> str:
 
 
 def aggregate(
-    df: DataFrame, spec: BoundSpec, items: Sequence[str | udaf.Call]
+    df: DataFrame,
+    spec: BoundSpec,
+    items: Sequence[str | udaf.Call],
+    keep: Column | None = None,
 ) -> tuple[DataFrame, list[str]]:
-    """(keys, start, aggregates..., rows) of every non-empty window, and the aggregates'
-    column names in ``--agg`` order."""
+    """(keys, start, aggregates..., rows) of every non-empty window (only those where
+    ``keep``, a condition on the row and ``WS``), and the aggregates' column names in
+    ``--agg`` order."""
     keys = list(spec.keys)
     rows = df.where(accepted())
     exploded = rows.withColumn(WS, F.explode(window_starts(spec)))
+    if keep is not None:
+        exploded = exploded.where(keep)
     sql = [F.expr(a) for a in items if isinstance(a, str)]
     w = exploded.groupBy(*keys, WS).agg(*sql, F.count(F.lit(1)).alias(ROWS))
     sql_names = w.columns[len(keys) + 1 : -1]  # (analysed: a bad --agg fails here)
@@ -276,11 +306,16 @@ def release_order(spec: BoundSpec) -> list[Column]:
 
 
 def windows(
-    cl: DataFrame, spec: BoundSpec, items: Sequence[str | udaf.Call]
+    cl: DataFrame,
+    spec: BoundSpec,
+    items: Sequence[str | udaf.Call],
+    rows: DataFrame | None = None,
+    keep: Column | None = None,
 ) -> tuple[DataFrame, list[str]]:
     """Every non-empty window with its aggregates and closing arrival (unordered), and the
-    aggregate names."""
-    w, names = aggregate(cl, spec, items)
+    aggregate names.  ``rows`` (default ``cl``): the rows to put in windows (``--state``:
+    also those carried), ``keep``: which windows (see :func:`aggregate`)."""
+    w, names = aggregate(cl if rows is None else rows, spec, items, keep)
     check_names(spec, names)
     return close(w, cl, spec), names
 
@@ -342,14 +377,49 @@ def _reason(spec: BoundSpec) -> Column:
     )
 
 
-def discards(cl: DataFrame, spec: BoundSpec) -> DataFrame:
-    """The late rows dropped, with ``arrival``, ``reason`` and ``bound`` (the bound they
-    missed), in arrival order."""
-    return (
-        cl.where(F.col(DECISION) == present.DISCARDED)
-        .withColumns({"arrival": F.col(ARRIVAL), "reason": _reason(spec), "bound": F.col(BEFORE)})
-        .sort(SEQ)
+def routed(cl: DataFrame, spec: BoundSpec, discard_columns: bool) -> DataFrame:
+    """Every arrival with the route that counts it: ``discard`` (late, dropped), ``bound``
+    (marker rows), ``adjusted`` or ``released`` (in windows); with ``discard_columns``, the
+    discards' ``arrival``, ``reason`` and ``bound``.  For :func:`late_in_order`."""
+    from evtime.io.writer import ROUTE
+
+    d = F.col(DECISION)
+    route = (
+        F.when(d == present.DISCARDED, "discard")
+        .when(d == present.BOUND, "bound")
+        .when(d == present.ADJUSTED, "adjusted")
+        .otherwise("released")
     )
+    df = cl.withColumn(ROUTE, route)
+    if discard_columns:
+        df = df.withColumns(
+            {"arrival": F.col(ARRIVAL), "reason": _reason(spec), "bound": F.col(BEFORE)}
+        )
+    return df
+
+
+def late_in_order(df: DataFrame) -> DataFrame:
+    """``df`` ready for one write: the dropped late rows in arrival order (numbered parts,
+    :func:`~evtime.engine.scan.sort_in_parts`), the other rows after them in no order and
+    without a shuffle (they are counted, or written where order does not matter)."""
+    from evtime.engine.scan import AFTER_PARTS, _bucket
+    from evtime.io.reader import PART
+
+    late = F.coalesce(F.col(DECISION) == present.DISCARDED, F.lit(False))
+    first = df.where(late)
+    # as sort_in_parts, but the part stays a column expression (ARRIVAL >> 62 is 0) when
+    # there is no late row (the bucket is then a literal, and a repartition by a literal is
+    # an exchange into a single partition)
+    part = F.shiftright(F.col(ARRIVAL), 62) + _bucket(first, ARRIVAL)
+    first = (
+        first.withColumn(PART, part.cast("long"))
+        .repartition(PART)
+        .sortWithinPartitions(PART, ARRIVAL)
+    )
+    rest = df.where(~late).withColumn(
+        PART, (F.lit(2 * AFTER_PARTS) + F.spark_partition_id()).cast("long")
+    )
+    return first.unionByName(rest)
 
 
 def _iso_sql(e: str) -> str:

@@ -265,9 +265,17 @@ class StateDir:
         )
 
     def commit(
-        self, state: State, sinks: list, staging: str, lay, spark_schema, meta: dict
+        self,
+        state: State,
+        sinks: list,
+        staging: str,
+        lay,
+        spark_schema,
+        meta: dict,
+        layouts: list | None = None,
     ) -> None:
-        """Steps 2 (assemble) to 6 of the protocol; ``meta`` goes to state.json."""
+        """Steps 2 (assemble) to 6 of the protocol; ``meta`` goes to state.json.  Every sink
+        was written with ``lay`` and ``spark_schema``, or with its own pair in ``layouts``."""
         from evtime.io import writer
 
         assert self.new is not None
@@ -276,8 +284,9 @@ class StateDir:
             os.path.join(gen, "state.json"),
             {**meta, "format": FORMAT, "version": __version__},
         )
-        for s, o in zip(sinks, self.outputs, strict=True):
-            o.size = writer.stage(s, staging, lay, spark_schema, o.tmp)
+        layouts = layouts or [(lay, spark_schema)] * len(sinks)
+        for s, o, (s_lay, s_schema) in zip(sinks, self.outputs, layouts, strict=True):
+            o.size = writer.stage(s, staging, s_lay, s_schema, o.tmp)
         crash_point("staged")
         self._manifest(state, "ready")
         crash_point("ready")
