@@ -1,6 +1,6 @@
 """Cold start of the sample job: interleaved A/B runs of JVM/Spark settings (see RESULTS.md).
 
-python bench/coldstart.py [--repeat 3] [--variants A,B,...]
+python bench/coldstart.py [--repeat 3] [--variants A,B,...|S,T] [--warm]
 Each round runs every variant once, in turn, so load changes hit all variants alike; the
 1-minute load average is recorded with every run.  Wall time is the whole `evtime` process.
 """
@@ -34,6 +34,17 @@ VARIANTS = {
         ],
     ),
 }
+# As shipped (evtime's own start-up choices), with and without the driver-side I/O of
+# small inputs: environment settings, on top of the variants' EVTIME_FAST_START=0.
+ENV_VARIANTS = {
+    "S": ("as shipped (fast JVM options, driver-side I/O)", {"EVTIME_FAST_START": "1"}),
+    "T": (
+        "as shipped, driver-side I/O off (EVTIME_DRIVER_IO_MAX=0)",
+        {"EVTIME_FAST_START": "1", "EVTIME_DRIVER_IO_MAX": "0"},
+    ),
+}
+for _n, (_label, _env) in ENV_VARIANTS.items():
+    VARIANTS[_n] = (_label, [])
 
 
 def load() -> float:
@@ -76,7 +87,8 @@ def main() -> None:
     for r in range(a.repeat):
         for n in names:
             before = load()
-            took = run(VARIANTS[n][1])
+            env = dict(os.environ, **ENV_VARIANTS[n][1]) if n in ENV_VARIANTS else None
+            took = run(VARIANTS[n][1], env=env)
             times[n].append((took, before))
             print(
                 json.dumps({"round": r, "variant": n, "secs": round(took, 2), "load1": before}),
@@ -99,21 +111,25 @@ def main() -> None:
             t = time.monotonic()
             first = run([], ["--reuse-server"], env)
             print(f"# warm server: first run (starts it) {first:.1f}s", flush=True)
-            warm = []
-            for _ in range(a.warm_repeat):
-                before = load()
-                warm.append((run([], ["--reuse-server"], env), before))
+            kinds = {
+                "warm": ("--reuse-server, server running", env),
+                "warm-T": ("the same, driver-side I/O off", dict(env, EVTIME_DRIVER_IO_MAX="0")),
+            }
+            warm: dict[str, list[tuple[float, float]]] = {k: [] for k in kinds}
+            for _ in range(a.warm_repeat):  # interleaved
+                for k, (_, kenv) in kinds.items():
+                    before = load()
+                    warm[k].append((run([], ["--reuse-server"], kenv), before))
+                    took = round(warm[k][-1][0], 2)
+                    print(json.dumps({"variant": k, "secs": took, "load1": before}), flush=True)
+            for k, (label, _) in kinds.items():
+                secs = [s for s, _ in warm[k]]
                 print(
-                    json.dumps({"variant": "warm", "secs": round(warm[-1][0], 2), "load1": before}),
+                    f"| {k} | {label} | {len(secs)} | "
+                    f"{statistics.median(secs):.1f} | {min(secs):.1f}–{max(secs):.1f} | "
+                    f"{', '.join(f'{ld:.1f}' for _, ld in warm[k])} |",
                     flush=True,
                 )
-            secs = [s for s, _ in warm]
-            print(
-                f"| warm | --reuse-server, server running | {len(secs)} | "
-                f"{statistics.median(secs):.1f} | {min(secs):.1f}–{max(secs):.1f} | "
-                f"{', '.join(f'{ld:.1f}' for _, ld in warm)} |",
-                flush=True,
-            )
         finally:
             subprocess.run([sys.executable, "-m", "evtime", "server", "stop"], env=env)
             shutil.rmtree(state, ignore_errors=True)
