@@ -5,7 +5,6 @@ points); a state of other options is refused."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evtime.io.state import InjectedCrash
+from tests import statekit
 
 BOUND = ["bound", "--time-format", "epoch_ns"]
 # exact aggregates: the values (row numbers) of every window, their count, sum and extremes
@@ -33,26 +32,14 @@ def _write(path: Path, rows: list[tuple], first: int) -> None:
 
 
 def _split(tmp: Path, rows: list[tuple], cuts: list[int]) -> list[Path]:
-    ends = [0, *sorted(c % (len(rows) + 1) for c in cuts), len(rows)]
-    files = []
-    for j, (a, b) in enumerate(zip(ends, ends[1:], strict=False)):
-        if a == b:
-            continue  # an empty file is bad input
-        files.append(tmp / f"in{j}.csv")
-        _write(files[-1], rows[a:b], a)
-    return files
+    return statekit.split(tmp, rows, cuts, _write)
 
 
-def _rows(path: Path) -> list[dict]:
-    with open(path) as fh:
-        return list(csv.DictReader(fh))
+_rows = statekit.rows
 
 
 def _single(run_cli, tmp: Path, files: list[Path], opts: list[str]) -> tuple[list, list]:
-    out, dis = tmp / "all.csv", tmp / "all-discards.csv"
-    r = run_cli(*BOUND, *opts, "-o", out, "--discards", dis, *files)
-    assert r.exit_code == 0, r.stderr
-    return _rows(out), _rows(dis)
+    return statekit.one_run(run_cli, tmp, [*BOUND, *opts], files)
 
 
 def _counts(stderr: str) -> dict[str, int]:
@@ -64,24 +51,16 @@ def _counts(stderr: str) -> dict[str, int]:
 def _incremental(run_cli, tmp: Path, files: list[Path], opts: list[str]) -> tuple[list, list]:
     outs, dis = [], []
     held = 0
-    for j, f in enumerate(files):
-        last = j == len(files) - 1
-        o, d = tmp / f"out{j}.csv", tmp / f"dis{j}.csv"
-        r = run_cli(
-            *BOUND, *opts, "--state", tmp / "st", *(["--flush"] if last else []),
-            "-o", o, "--discards", d, f,
-        )  # fmt: skip
-        assert r.exit_code == 0, r.stderr
-        c = _counts(r.stderr)
+    for err, out, discards in statekit.run_each(run_cli, tmp, [*BOUND, *opts], files):
+        c = _counts(err)
         assert c["carried"] == held  # what the last run held, this one carries
         assert c["read"] + c["carried"] == (
             c["released"] + c["discarded"] + c["held"] + c.get("bound rows", 0)
         )
         held = c["held"]
-        if last:
-            assert held == 0
-        outs.extend(_rows(o))
-        dis.extend(_rows(d))
+        outs.extend(out)
+        dis.extend(discards)
+    assert held == 0  # the last run flushed
     return outs, dis
 
 
@@ -187,33 +166,17 @@ def test_state_holds_each_row_once(run_cli, tmp_path, spark):
     assert meta["command"] == "bound" and meta["arrivals"] == 3 and meta["held"] == 3
 
 
-@pytest.mark.parametrize(
-    "point", ["state-written", "staged", "ready", "published-1", "published", "committed"]
-)
+@pytest.mark.parametrize("point", statekit.CRASH_POINTS)
 def test_crash_between_steps_loses_and_duplicates_nothing(run_cli, tmp_path, monkeypatch, point):
     opts = ["--window", "10ns", "--slide", "5ns", *AGGS, "--key", "k"]
     files = _split(tmp_path, ROWS, [6])
     want, want_dis = _single(run_cli, tmp_path, files, opts)
     first = [*BOUND, *opts, "--state", tmp_path / "st"]
-    o0, d0 = tmp_path / "out0.csv", tmp_path / "dis0.csv"
-    monkeypatch.setenv("EVTIME_CRASH_AT", point)
-    with pytest.raises(InjectedCrash):
-        run_cli(*first, "-o", o0, "--discards", d0, files[0])
-    monkeypatch.delenv("EVTIME_CRASH_AT")
-    published = point in ("published-1", "published", "committed")
-    assert o0.exists() == published  # the output appears complete or not at all
-    r = run_cli(*first, "-o", o0, "--discards", d0, files[0])  # cron retries
-    assert r.exit_code == 0, r.stderr
-    if published:
-        assert "nothing to do" in r.stderr
-    gens = [p.name for p in (tmp_path / "st").iterdir() if p.name.startswith("gen-")]
-    assert len(gens) == 1
-    o1, d1 = tmp_path / "out1.csv", tmp_path / "dis1.csv"
-    r = run_cli(*first, "--flush", "-o", o1, "--discards", d1, files[1])
-    assert r.exit_code == 0, r.stderr
-    assert [*_rows(o0), *_rows(o1)] == want
-    assert [*_rows(d0), *_rows(d1)] == want_dis
-    assert not list(tmp_path.glob(".*.evtime-*"))
+    out, dis = statekit.crash_then_resume(
+        run_cli, monkeypatch, tmp_path, point, first, [files[0]], [files[1]]
+    )
+    assert out == want
+    assert dis == want_dis
 
 
 def test_state_of_other_options_is_refused(run_cli, tmp_path):

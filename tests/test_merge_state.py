@@ -4,7 +4,6 @@ committed together (crash points); refused states and option combinations."""
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -14,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from evtime.io.state import InjectedCrash
+from tests import statekit
 from tests.conftest import SAMPLES
 
 MERGE = ["merge", "--time-format", "epoch_ns", "--bound-marker", "kind=bound"]
@@ -22,9 +21,7 @@ HEADER = "time,kind,n,wall\n"
 SOURCES = ("a", "b", "c")
 
 
-def _rows(path: Path) -> list[dict]:
-    with open(path) as fh:
-        return list(csv.DictReader(fh))
+_rows = statekit.rows
 
 
 def _write(path: Path, rows: list[tuple]) -> Path:
@@ -205,34 +202,20 @@ ARR = [
 ARRIVAL = ["--arrival", "wall", "--wait", "3ns"]
 
 
-@pytest.mark.parametrize(
-    "point", ["state-written", "staged", "ready", "published-1", "published", "committed"]
-)
+@pytest.mark.parametrize("point", statekit.CRASH_POINTS)
 def test_crash_between_steps_loses_and_duplicates_nothing(run_cli, tmp_path, monkeypatch, point):
     single, runs = _files(tmp_path, ARR, [6])
     want, want_dis = _single(run_cli, tmp_path, single, ARRIVAL)
     first = [*MERGE, *ARRIVAL, "--state", tmp_path / "st"]
-    o0, d0 = tmp_path / "out0.csv", tmp_path / "dis0.csv"
-    monkeypatch.setenv("EVTIME_CRASH_AT", point)
-    with pytest.raises(InjectedCrash):
-        run_cli(*first, "-o", o0, "--discards", d0, *runs[0])
-    monkeypatch.delenv("EVTIME_CRASH_AT")
-    published = point in ("published-1", "published", "committed")
-    assert o0.exists() == published  # the output appears complete or not at all
-    r = run_cli(*first, "-o", o0, "--discards", d0, *runs[0])  # cron retries
-    assert r.exit_code == 0, r.stderr
-    if published:
-        assert "nothing to do" in r.stderr
-    gens = [p.name for p in (tmp_path / "st").iterdir() if p.name.startswith("gen-")]
-    assert len(gens) == 1
-    o1, d1 = tmp_path / "out1.csv", tmp_path / "dis1.csv"
-    r = run_cli(*first, "--flush", "-o", o1, "--discards", d1, *runs[1])
-    assert r.exit_code == 0, r.stderr
-    assert [*_rows(o0), *_rows(o1)] == want
-    assert sorted([*_rows(d0), *_rows(d1)], key=lambda r: int(r["arrival"])) == sorted(
-        want_dis, key=lambda r: int(r["arrival"])
+    out, dis = statekit.crash_then_resume(
+        run_cli, monkeypatch, tmp_path, point, first, runs[0], runs[1]
     )
-    assert not list(tmp_path.glob(".*.evtime-*"))
+    assert out == want
+
+    def by_arrival(rows: list[dict]) -> list[dict]:
+        return sorted(rows, key=lambda r: int(r["arrival"]))
+
+    assert by_arrival(dis) == by_arrival(want_dis)
 
 
 def test_refused_states_and_options(run_cli, tmp_path, monkeypatch):

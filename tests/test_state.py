@@ -4,7 +4,6 @@ a state of other options or another version is refused."""
 
 from __future__ import annotations
 
-import csv
 import json
 from pathlib import Path
 
@@ -12,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from evtime.io.state import InjectedCrash
+from tests import statekit
 
 ADJUST = ["adjust", "--unit", "nsec", "--time-format", "epoch_ns"]
 
@@ -25,43 +24,25 @@ def _write(path: Path, rows: list[tuple[str, int]], first: int) -> None:
 
 
 def _split(tmp: Path, rows: list[tuple[str, int]], cuts: list[int]) -> list[Path]:
-    bounds = [0, *sorted(c % (len(rows) + 1) for c in cuts), len(rows)]
-    files = []
-    for j, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False)):
-        if a == b:
-            continue  # an empty file is bad input
-        files.append(tmp / f"in{j}.csv")
-        _write(files[-1], rows[a:b], a)
-    return files
+    return statekit.split(tmp, rows, cuts, _write)
 
 
-def _rows(path: Path) -> list[dict]:
-    with open(path) as fh:
-        return list(csv.DictReader(fh))
+_rows = statekit.rows
 
 
 def _single(run_cli, tmp: Path, files: list[Path], opts: list[str]) -> tuple[list, list]:
-    out, dis = tmp / "all.csv", tmp / "all-discards.csv"
-    r = run_cli(*ADJUST, *opts, "-o", out, "--discards", dis, *files)
-    assert r.exit_code == 0, r.stderr
-    return _rows(out), _rows(dis)
+    return statekit.one_run(run_cli, tmp, [*ADJUST, *opts], files)
 
 
 def _incremental(run_cli, tmp: Path, files: list[Path], opts: list[str]) -> tuple[list, list]:
     outs, dis = [], []
-    for j, f in enumerate(files):
-        last = j == len(files) - 1
-        o, d = tmp / f"out{j}.csv", tmp / f"dis{j}.csv"
-        r = run_cli(
-            *ADJUST, *opts, "--state", tmp / "st", *(["--flush"] if last else []),
-            "-o", o, "--discards", d, f,
-        )  # fmt: skip
-        assert r.exit_code == 0, r.stderr
-        assert "carried" in r.stderr and "held" in r.stderr
-        if last:
-            assert "held 0" in r.stderr
-        outs.append(_rows(o))
-        dis.extend(_rows(d))
+    runs = statekit.run_each(run_cli, tmp, [*ADJUST, *opts], files)
+    for j, (err, out, discards) in enumerate(runs):
+        assert "carried" in err and "held" in err
+        if j == len(runs) - 1:
+            assert "held 0" in err
+        outs.append(out)
+        dis.extend(discards)
     return outs, dis
 
 
@@ -108,34 +89,17 @@ def test_runs_with_state_equal_one_run(run_cli, tmp_path_factory, rows, cuts, ra
 ROWS = [("a", 1000 + t) for t in (5, 1, 9, 3, 20, 12, 2, 25, 24, 40, 30, 31)]
 
 
-@pytest.mark.parametrize(
-    "point", ["state-written", "staged", "ready", "published-1", "published", "committed"]
-)
+@pytest.mark.parametrize("point", statekit.CRASH_POINTS)
 def test_crash_between_steps_loses_and_duplicates_nothing(run_cli, tmp_path, monkeypatch, point):
     files = _split(tmp_path, ROWS, [6])
     opts = ["--range", "4"]
     want, want_dis = _single(run_cli, tmp_path, files, opts)
     first = [*ADJUST, *opts, "--state", tmp_path / "st"]
-    o0, d0 = tmp_path / "out0.csv", tmp_path / "dis0.csv"
-    monkeypatch.setenv("EVTIME_CRASH_AT", point)
-    with pytest.raises(InjectedCrash):
-        run_cli(*first, "-o", o0, "--discards", d0, files[0])
-    monkeypatch.delenv("EVTIME_CRASH_AT")
-    published = point in ("published-1", "published", "committed")
-    assert o0.exists() == published  # the output appears complete or not at all
-    # cron retries the same run: it completes (or finds it complete) exactly once
-    r = run_cli(*first, "-o", o0, "--discards", d0, files[0])
-    assert r.exit_code == 0, r.stderr
-    if published:
-        assert "nothing to do" in r.stderr
-    gens = [p.name for p in (tmp_path / "st").iterdir() if p.name.startswith("gen-")]
-    assert len(gens) == 1  # no interrupted generation left behind
-    o1, d1 = tmp_path / "out1.csv", tmp_path / "dis1.csv"
-    r = run_cli(*first, "--flush", "-o", o1, "--discards", d1, files[1])
-    assert r.exit_code == 0, r.stderr
-    assert [*_rows(o0), *_rows(o1)] == want
-    assert _by_arrival([*_rows(d0), *_rows(d1)]) == _by_arrival(want_dis)
-    assert not list(tmp_path.glob(".*.evtime-*"))  # no temporary file left
+    out, dis = statekit.crash_then_resume(
+        run_cli, monkeypatch, tmp_path, point, first, [files[0]], [files[1]]
+    )
+    assert out == want
+    assert _by_arrival(dis) == _by_arrival(want_dis)
 
 
 def test_state_of_other_options_or_version_is_refused(run_cli, tmp_path, monkeypatch):
