@@ -193,7 +193,7 @@ def write(
         # partitions arrive in order; a stable sort by part keeps each part's own order
         import pyarrow.compute as pc
 
-        rows = df.toArrow()
+        rows = df.toArrow()  # bounded: inputs of at most EVTIME_DRIVER_IO_MAX bytes only
         rows = rows.take(pc.sort_indices(rows.column(PART)))
         seen = _write_parts(iter(rows.to_batches()), sinks, lay, staging)
     else:
