@@ -182,27 +182,6 @@ def _check_columns(spec):
     return check
 
 
-def _write(jobs) -> dict[str, int]:
-    """Write every (frame, sinks, layout), then publish them all: no sink is published
-    unless every one was written.  Rows seen per route, summed over the jobs."""
-    import shutil
-
-    from evtime.io import writer
-
-    staging = writer.staging_dir()
-    counts: dict[str, int] = {}
-    try:
-        for frame, sinks, lay in jobs:
-            for route, n in writer.write(frame, sinks, lay, staging, run.in_driver()).items():
-                counts[route] = counts.get(route, 0) + n
-        for frame, sinks, lay in jobs:
-            for sink in sinks:
-                writer.publish(sink, staging, lay, frame.schema)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return counts
-
-
 def _windows(cl, spec, items, columns: list[str], rows=None, keep=None):
     """The windows; an --agg that Spark cannot analyse is a usage error, and one naming a
     column the input lacks lists the columns and a close match."""
@@ -326,7 +305,9 @@ def bound(**kw) -> None:
     # every arrival is routed (the late rows to --discards, if given): the summary's
     # counts come from the writes
     rows = engine.late_in_order(engine.routed(cl, spec, bool(kw["discards"])))
-    n = _write([(out_frame, sinks[:1], key_lay), (run.with_rejected(rows, inp), sinks[1:], lay)])
+    n = run.publish_jobs(
+        [(out_frame, sinks[:1], key_lay), (run.with_rejected(rows, inp), sinks[1:], lay)]
+    )
     counts = {
         "out": n.get("released", 0) + n.get("adjusted", 0),
         "discard": n.get("discard", 0),

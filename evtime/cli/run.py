@@ -15,11 +15,6 @@ _progress = None  # the progress line of this run, if one is shown
 _in_driver = False  # this run reads and writes in its own process (driver_io)
 
 
-def in_driver() -> bool:
-    """Whether this run reads and writes in its own process (see :func:`driver_io`)."""
-    return _in_driver
-
-
 def stop_progress() -> None:
     global _progress
     if _progress is not None:
@@ -256,15 +251,26 @@ def discards_sink(
 
 
 def write_and_publish(df, sinks, lay) -> dict[str, int]:
+    return publish_jobs([(df, sinks, lay)])
+
+
+def publish_jobs(jobs) -> dict[str, int]:
+    """Write every ``(frame, sinks, layout)`` (one Spark job each), then publish them all:
+    no sink is published unless every one was written.  Rows seen per route, summed."""
     from evtime.io import writer
 
-    for s in sinks:
-        writer.check_sink(s)
-    staging = writer.staging_dir()
-    try:
-        counts = writer.write(df, sinks, lay, staging, _in_driver)
+    for _, sinks, _ in jobs:
         for s in sinks:
-            writer.publish(s, staging, lay, df.schema)
+            writer.check_sink(s)
+    staging = writer.staging_dir()
+    counts: dict[str, int] = {}
+    try:
+        for frame, sinks, lay in jobs:
+            for route, n in writer.write(frame, sinks, lay, staging, _in_driver).items():
+                counts[route] = counts.get(route, 0) + n
+        for frame, sinks, lay in jobs:
+            for s in sinks:
+                writer.publish(s, staging, lay, frame.schema)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return counts
