@@ -263,16 +263,24 @@ def publish_jobs(jobs) -> dict[str, int]:
         for s in sinks:
             writer.check_sink(s)
     staging = writer.staging_dir()
-    counts: dict[str, int] = {}
     try:
-        for frame, sinks, lay in jobs:
-            for route, n in writer.write(frame, sinks, lay, staging, _in_driver).items():
-                counts[route] = counts.get(route, 0) + n
+        counts = _write_jobs(jobs, staging)
         for frame, sinks, lay in jobs:
             for s in sinks:
                 writer.publish(s, staging, lay, frame.schema)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    return counts
+
+
+def _write_jobs(jobs, staging: str) -> dict[str, int]:
+    """Write every ``(frame, sinks, layout)`` under ``staging``: rows seen per route, summed."""
+    from evtime.io import writer
+
+    counts: dict[str, int] = {}
+    for frame, sinks, lay in jobs:
+        for route, n in writer.write(frame, sinks, lay, staging, _in_driver).items():
+            counts[route] = counts.get(route, 0) + n
     return counts
 
 
@@ -390,11 +398,10 @@ def commit_jobs(sinks, jobs, stf: Stateful, meta: dict) -> dict[str, int]:
     staging = writer.staging_dir()
     try:
         gen = stf.sd.begin(stf.st, sinks, staging)
-        counts: dict[str, int] = {}
         placed: dict[str, tuple] = {}
-        for frame, job_sinks, lay in jobs(gen):
-            for route, n in writer.write(frame, job_sinks, lay, staging, _in_driver).items():
-                counts[route] = counts.get(route, 0) + n
+        written = list(jobs(gen))
+        counts = _write_jobs(written, staging)
+        for frame, job_sinks, lay in written:
             for s in job_sinks:
                 if any(s is o for o in sinks):
                     placed[s.name] = (lay, frame.schema)
