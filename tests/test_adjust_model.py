@@ -92,3 +92,28 @@ def test_adjust_output_equals_model(run_cli, tmp_path, rows, range_):
     assert len(late) - 1 == sum(w.decision == "discarded" for w in want)
     n_disc = len(want) - len(released)
     assert f"read {len(rows)}, released {len(released)}, discarded {n_disc}" in r.stderr
+
+
+@SETTINGS
+@given(
+    rows=streams,
+    unit=st.sampled_from(["nsec", "usec", "msec"]),
+    range_=st.integers(0, 3000),
+    keyed=st.booleans(),
+)
+def test_adjust_in_order_equals_model(run_cli, tmp_path, rows, unit, range_, keyed):
+    """Without --discards, adjust finds the keep flag in its output sort (the suffix-minimum
+    search over value-ordered parts, with their halo and carry): same rows, same order."""
+    path = tmp_path / "in.parquet"
+    _write(path, rows, 777)
+    r = run_cli("adjust", "--unit", unit, "--range", range_, path, *(["--key", "k"] * keyed))
+    assert r.exit_code == 0, r.stderr
+    want = model_adjust(
+        [((k,) if keyed else (), BASE + d * 777) for k, d in rows], UNITS[unit], range_
+    )
+    released = sorted((w for w in want if w.output_pos), key=lambda w: w.output_pos)
+    got = r.csv()
+    assert [int(g["n"]) for g in got] == [w.arrival - 1 for w in released]
+    assert [g["evtime"] for g in got] == [iso(w.evtime) for w in released]
+    n_disc = len(want) - len(released)
+    assert f"read {len(rows)}, released {len(released)}, discarded {n_disc}" in r.stderr

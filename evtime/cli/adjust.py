@@ -76,7 +76,11 @@ def adjust(**kw) -> None:
     spark, df, lay, files = run.start(inp, ses)
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     own = lay.schema.names
-    df, sinks = _sinks(engine.classify(df, spec), spec, own, kw)
+    # the reference time itself is needed only to say why a row was discarded, and by
+    # --emit-bounds; without them the keep flag comes out of the output's own sort
+    in_order = not (kw["discards"] or kw["emit_bounds"])
+    classified = engine.classify_in_order(df, spec) if in_order else engine.classify(df, spec)
+    df, sinks = _sinks(classified, spec, own, kw)
     out = sinks[0]
     from pyspark.sql import functions as F
 
@@ -84,7 +88,7 @@ def adjust(**kw) -> None:
     if kw["emit_bounds"]:
         df, out.columns = _with_bounds(df, spec, lay, kw, inp, out.columns)
         out.routes = ("out", "emit")
-    else:
+    elif not in_order:
         df = engine.order(df)
     df = run.with_rejected(df, inp)
     counts = run.write_and_publish(df, sinks, lay)

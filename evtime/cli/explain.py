@@ -146,7 +146,7 @@ def explain_adjust(**kw) -> None:
     frame = frame.withColumn(
         ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")
     )
-    frame = sort_in_parts(frame, "arrival")
+    frame = sort_in_parts(frame, "arrival", limits=(1, max(read, 1)))  # arrivals: 1..read
     frame = rejected_frame(frame, inp, own, file_source(files))
     sink = Sink(
         "explain",

@@ -19,10 +19,12 @@ from evtime.engine import present
 from evtime.engine.scan import (
     arrival_numbers,
     first_above,
+    first_above_in_parts,
     join_small,
-    positions,
+    positions_in_parts,
     prefix_max,
     sort_in_parts,
+    value_limits,
 )
 from evtime.io.reader import SEQ, T
 from evtime.units import unit_ns
@@ -70,6 +72,21 @@ def classify(df: DataFrame, spec: AdjustSpec, refs: DataFrame | None = None) -> 
         df = _join_keys(df, refs, spec.keys)
         df = df.withColumn(REF_BEFORE, F.greatest(F.col(REF_BEFORE), F.col(REF))).drop(REF)
     return df.withColumn(KEEP, kept(F.lit(spec.width)))
+
+
+def classify_in_order(df: DataFrame, spec: AdjustSpec) -> DataFrame:
+    """:func:`classify` and :func:`order` in one pass, for runs that need only the keep flag
+    (no reference time): a row is discarded exactly when an earlier arrival of its key has
+    evtime > evtime + range*unit (its reference time then exceeds the bound), i.e. when the
+    least arrival above that value is earlier than the row, a suffix minimum in the
+    output's own value order (:func:`~evtime.engine.scan.first_above_in_parts`)."""
+    timed = df.withColumn(EVT, _evtime(spec))
+    try:
+        df = first_above_in_parts(timed, EVT, spec.width, SEQ, "_evt_passed_by", spec.keys, [SEQ])
+    except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
+        return order(classify(df, spec))
+    passed_by = F.col("_evt_passed_by")
+    return df.withColumn(KEEP, passed_by.isNull() | (passed_by > F.col(SEQ))).drop("_evt_passed_by")
 
 
 def kept(width: Column) -> Column:
@@ -125,10 +142,16 @@ def order(df: DataFrame) -> DataFrame:
 
 def explain(df: DataFrame, spec: AdjustSpec, sources: list[str]) -> DataFrame:
     """Every arrival with its decision (SPEC §5), in arrival order; needs :func:`classify`."""
-    # cut the lineage: the searches below plan and run over these rows several times
-    df = arrival_numbers(df, "arrival").localCheckpoint()
-    df = release_points(df, spec.keys, F.lit(spec.width))
-    df = positions(df, EVT, "output_pos", F.col(KEEP))
+    # cut the lineage: the search below plans and runs over these rows more than once
+    rows = arrival_numbers(df, "arrival").localCheckpoint()
+    # for a kept row the least arrival above evtime + range*unit is the one that released
+    # it (no earlier arrival is above it); the output positions follow in the same parts
+    lims = value_limits(rows, EVT)
+    df = first_above_in_parts(rows, EVT, spec.width, "arrival", "_rel", spec.keys, [SEQ], lims)
+    if lims[0] is not None:
+        df = positions_in_parts(df, rows, lims, F.col(KEEP), "output_pos", EVT, [SEQ])
+    else:
+        df = df.withColumn("output_pos", F.lit(None).cast("long"))
     ref = F.greatest(F.col(REF_BEFORE), F.col(EVT))
     src = F.element_at(F.array(*[F.lit(s) for s in sources]), F.col("_evt_file") + 1)
     return (

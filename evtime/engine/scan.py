@@ -16,7 +16,7 @@ per-chunk / per-bucket aggregates.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -100,15 +100,30 @@ def prefix_max(
     return out_df.drop(*[f"_pc_{out}" for out in vals])
 
 
+def value_limits(df: DataFrame, col: str) -> tuple[int | None, int | None]:
+    """The least and the greatest value of an int64 column (one small aggregate job)."""
+    lo, hi = df.agg(F.min(col), F.max(col)).first()
+    return lo, hi
+
+
+def bucketer(lo: int | None, hi: int | None) -> Callable[[Column], Column]:
+    """A monotone bucket number (0..1023) for int64 values between ``lo`` and ``hi``
+    (values outside go to the first or the last bucket)."""
+    if lo is None:
+        return lambda c: F.lit(0)
+    shift = max(0, (hi - lo).bit_length() - BUCKET_BITS)
+    top = (1 << BUCKET_BITS) - 1
+
+    def bucket(c: Column) -> Column:
+        b = F.shiftright(c - F.lit(lo), shift)
+        return F.when(c <= F.lit(lo), 0).when(b >= top, top).otherwise(b)
+
+    return bucket
+
+
 def _bucket(df: DataFrame, col: str) -> Column:
     """A monotone bucket number (0..1023) of an int64 column, from its min and max."""
-    lo, hi = df.agg(F.min(col), F.max(col)).first()
-    if lo is None:
-        return F.lit(0)
-    shift = max(0, (hi - lo).bit_length() - BUCKET_BITS)
-    b = F.shiftright(F.col(col) - F.lit(lo), shift)
-    top = (1 << BUCKET_BITS) - 1
-    return F.when(F.col(col) <= F.lit(lo), 0).when(b >= top, top).otherwise(b)
+    return bucketer(*value_limits(df, col))(F.col(col))
 
 
 def first_above(
@@ -185,7 +200,9 @@ def positions(df: DataFrame, time: str, out: str, keep: Column) -> DataFrame:
     return join_small(df, ranked, [SEQ])
 
 
-def sort_in_parts(df: DataFrame, lead: str, *then: Column | str) -> DataFrame:
+def sort_in_parts(
+    df: DataFrame, lead: str, *then: Column | str, limits: tuple[int, int] | None = None
+) -> DataFrame:
     """Rows in the order ``(lead, *then)`` as numbered parts, without a global sort.
 
     A global sort samples its input first: one more pass over the whole plan that leads to
@@ -195,10 +212,106 @@ def sort_in_parts(df: DataFrame, lead: str, *then: Column | str) -> DataFrame:
     ``(PART, lead, *then)``.  The writer writes one file per ``PART`` and concatenates them
     in ``PART`` order.  Skew: equal-width buckets; a value far away from the rest (a
     marker in the far future) puts most rows in one part - correct, less parallel.  A null
-    ``lead`` goes to part 0 and sorts first, as in a sort.
+    ``lead`` goes to part 0 and sorts first, as in a sort.  ``limits``: the least and the
+    greatest ``lead`` when the caller knows them (no aggregate job; any pair gives the
+    right order, the true one gives even parts).
     """
-    df = df.withColumn(PART, F.coalesce(_bucket(df, lead), F.lit(0)))  # nulls sort first
+    bucket = bucketer(*limits) if limits else bucketer(*value_limits(df, lead))
+    df = df.withColumn(PART, F.coalesce(bucket(F.col(lead)), F.lit(0)))  # nulls sort first
     return df.repartition(PART).sortWithinPartitions(PART, lead, *then)
+
+
+def first_above_in_parts(
+    df: DataFrame,
+    lead: str,
+    width: int,
+    arrival: str,
+    out: str,
+    by: Sequence[str] = (),
+    then: Sequence[Column | str] = (),
+    limits: tuple[int, int] | None = None,
+) -> DataFrame:
+    """:func:`sort_in_parts` by ``(lead, *then)`` that also finds, for every row, ``out``: the
+    least ``arrival`` among the rows of its ``by`` whose ``lead`` is above the row's own
+    ``lead + width`` (null: there is none).  For a row that no earlier arrival passes, that
+    is the first later arrival whose value passes it: the search of :func:`first_above`,
+    done in the parts the output is cut into anyway, without a shuffle of its own.
+
+    Every part is a range of ``lead`` values, so the rows that pass a row of part ``p``
+    are (a) rows of ``p`` above it, found by a window over the part in descending value
+    order (a frame that only grows: linear), (b) rows of later parts whose ``lead - width``
+    still falls in ``p`` (the *halo*, copied into ``p`` as probes: the rows within
+    ``width`` of a part's lower edge), and (c) rows whose ``lead - width`` lies beyond
+    ``p``, which pass every row of ``p``: their least arrival per part is a small table
+    (a suffix minimum over the parts).  ``width`` is an int >= 0 in the units of ``lead``."""
+    lo, hi = limits or value_limits(df, lead)
+    if lo is None:
+        return sort_in_parts(df, lead, *then).withColumn(out, F.lit(None).cast("long"))
+    if hi + width + 1 >= 1 << 63:
+        raise OverflowError(f"{lead} + {width} leaves the int64 range")
+    bucket = bucketer(lo, hi)
+    back = F.col(lead) - F.lit(width + 1)  # a row passes the rows at or below this value
+    reaches = F.col(lead) >= F.lit(lo + width + 1)  # the row passes some value
+    reaching = df.where(reaches)
+    # per part of the output (every part that has rows): the least arrival of the rows
+    # that pass the whole part, in one aggregate over (own part, null) and (part of back,
+    # arrival) pairs
+    pairs = F.array(
+        F.struct(bucket(F.col(lead)).alias("p"), F.lit(None).cast("long").alias("m")),
+        F.struct(F.when(reaches, bucket(back)).alias("p"), F.col(arrival).alias("m")),
+    )
+    least = (
+        df.select(*by, F.inline(pairs))
+        .where(F.col("p").isNotNull())
+        .groupBy(*by, F.col("p").alias(PART))
+        .agg(F.min("m").alias("_fa_m"))
+    )
+    carry = running(least, by, PART, {"_fa_c": ("min", "_fa_m")}, descending=True)
+    probe = "_fa_probe"
+    rows = df.withColumns({PART: F.coalesce(bucket(F.col(lead)), F.lit(0)), probe: F.lit(False)})
+    rows = join_small(rows, carry, [*by, PART])
+    halo = reaching.where(bucket(back) < bucket(F.col(lead))).select(
+        *by, lead, arrival, bucket(back).alias(PART), F.lit(True).alias(probe)
+    )
+    inside = (
+        Window.partitionBy(PART, *by)
+        .orderBy(F.col(lead).desc())
+        .rangeBetween(UNBOUNDED, -(width + 1))
+    )
+    found = (
+        rows.unionByName(halo, allowMissingColumns=True)
+        .repartition(PART)
+        .sortWithinPartitions(PART, *by, F.col(lead).desc())
+        .withColumn("_fa_in", F.min(arrival).over(inside))
+        .where(~F.col(probe))
+        .withColumn(out, F.least("_fa_in", "_fa_c"))
+        .drop(probe, "_fa_in", "_fa_c")
+    )
+    return found.sortWithinPartitions(PART, lead, *then)
+
+
+def positions_in_parts(
+    df: DataFrame,
+    upstream: DataFrame,
+    limits: tuple[int, int],
+    keep: Column,
+    out: str,
+    lead: str,
+    then: Sequence[Column | str] = (),
+) -> DataFrame:
+    """1-based positions in the order ``(lead, *then)`` of the rows where ``keep``, for
+    ``df`` in the parts :func:`first_above_in_parts` cut at ``limits`` (a running count
+    inside each part, which needs no shuffle, plus the kept rows of the parts before).  The
+    per-part counts come from ``upstream``, the rows before they were cut into parts, so
+    they cost a pass over those rows, not another run of the shuffle."""
+    bucket = bucketer(*limits)
+    kept = upstream.where(keep).select(F.coalesce(bucket(F.col(lead)), F.lit(0)).alias(PART))
+    offsets = count_offsets(kept, PART, "_pp_off").withColumnRenamed(PART, "_pp_part")
+    inside = Window.partitionBy(PART).orderBy(lead, *then).rowsBetween(UNBOUNDED, 0)
+    ranked = df.withColumn("_pp_n", F.sum(F.when(keep, 1).otherwise(0)).over(inside))
+    ranked = ranked.join(F.broadcast(offsets), F.col(PART) == F.col("_pp_part"), "left")
+    pos = F.coalesce(F.col("_pp_off"), F.lit(0)) + F.col("_pp_n")
+    return ranked.withColumn(out, F.when(keep, pos)).drop("_pp_n", "_pp_off", "_pp_part")
 
 
 def order_arrivals(df: DataFrame, col: str) -> DataFrame:
