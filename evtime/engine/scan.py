@@ -247,7 +247,8 @@ def first_above_in_parts(
     lo, hi = limits or value_limits(df, lead)
     if lo is None:
         return sort_in_parts(df, lead, *then).withColumn(out, F.lit(None).cast("long"))
-    if hi + width + 1 >= 1 << 63:
+    beyond = hi + width + 1  # above every row's lead + width: the carry rows' value
+    if beyond + width + 1 >= 1 << 63:
         raise OverflowError(f"{lead} + {width} leaves the int64 range")
     bucket = bucketer(lo, hi)
     back = F.col(lead) - F.lit(width + 1)  # a row passes the rows at or below this value
@@ -266,10 +267,12 @@ def first_above_in_parts(
         .groupBy(*by, F.col("p").alias(PART))
         .agg(F.min("m").alias("_fa_m"))
     )
-    carry = running(least, by, PART, {"_fa_c": ("min", "_fa_m")}, descending=True)
-    probe = "_fa_probe"
+    carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True)
+    probe = "_fa_probe"  # rows that only take part in the search
+    carry = carry.where(F.col(arrival).isNotNull()).select(
+        *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(probe)
+    )
     rows = df.withColumns({PART: F.coalesce(bucket(F.col(lead)), F.lit(0)), probe: F.lit(False)})
-    rows = join_small(rows, carry, [*by, PART])
     halo = reaching.where(bucket(back) < bucket(F.col(lead))).select(
         *by, lead, arrival, bucket(back).alias(PART), F.lit(True).alias(probe)
     )
@@ -280,12 +283,12 @@ def first_above_in_parts(
     )
     found = (
         rows.unionByName(halo, allowMissingColumns=True)
+        .unionByName(carry, allowMissingColumns=True)
         .repartition(PART)
         .sortWithinPartitions(PART, *by, F.col(lead).desc())
-        .withColumn("_fa_in", F.min(arrival).over(inside))
+        .withColumn(out, F.min(arrival).over(inside))
         .where(~F.col(probe))
-        .withColumn(out, F.least("_fa_in", "_fa_c"))
-        .drop(probe, "_fa_in", "_fa_c")
+        .drop(probe)
     )
     return found.sortWithinPartitions(PART, lead, *then)
 
