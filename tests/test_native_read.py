@@ -5,6 +5,7 @@ same summary, the same one-line errors; inputs it cannot read exactly go to pyar
 from __future__ import annotations
 
 import random
+import re
 from pathlib import Path
 
 import pyarrow as pa
@@ -79,7 +80,7 @@ def _both(run_cli, monkeypatch, tmp_path: Path, args: list[str], task_reads: lis
         r = run_cli(*(a.format(d=d) for a in args))
         assert len(task_reads) - before == (flag == "0"), f"EVTIME_NATIVE_READ={flag}"
         outs = {p.name: p.read_bytes() for p in sorted(d.iterdir())}
-        got.append((r.exit_code, r.stderr.split(" (")[0], outs))
+        got.append((r.exit_code, re.sub(r" \(\d+\.\d+s\)", "", r.stderr), outs))
     return got
 
 
