@@ -59,6 +59,12 @@ def in_task(err: EvtimeError) -> EvtimeError:
     return type(err)(f"{_MARK}{type(err).__name__}{_MARK}{err}{_MARK}")
 
 
+def task_marks(cls: type[EvtimeError]) -> tuple[str, str]:
+    """What :func:`in_task` puts before and after a message of ``cls``: for messages that
+    Spark itself raises (``raise_error``), found again by :func:`from_spark`."""
+    return f"{_MARK}{cls.__name__}{_MARK}", _MARK
+
+
 def from_spark(exc: BaseException) -> EvtimeError | None:
     """The evtime error carried inside a Spark exception, if there is one."""
     m = _MARKED.search(str(exc))

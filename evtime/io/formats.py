@@ -108,11 +108,17 @@ def _guess_schema(f: InputFile, block: int) -> pa.Schema:
         return pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block)).schema
 
 
+def parquet_metadata(f: InputFile) -> pq.FileMetaData:
+    """A Parquet file's footer: row groups, physical types, statistics (read each time: a
+    file may change between runs of one process)."""
+    with _open(f) as fh:
+        return pq.ParquetFile(fh).metadata
+
+
 def parquet_row_groups(f: InputFile) -> list[int]:
     """Rows per row group of a Parquet file (the units a big file is split into)."""
-    with _open(f) as fh:
-        md = pq.ParquetFile(fh).metadata
-        return [md.row_group(i).num_rows for i in range(md.num_row_groups)]
+    md = parquet_metadata(f)
+    return [md.row_group(i).num_rows for i in range(md.num_row_groups)]
 
 
 def read_batches(

@@ -423,8 +423,17 @@ def read(
     spark, files: list[InputFile], opts: ReadOptions, lay: Layout | None = None
 ):  # -> (DataFrame, Layout)
     """The rows of ``files`` as a DataFrame with arrival and ns-time columns; ``lay`` is the
-    :func:`layout` when the caller already has it."""
+    :func:`layout` when the caller already has it.  Parquet inputs that Spark's own reader
+    gives exactly are read by it (:func:`read_native`), the others by pyarrow in tasks."""
+    from evtime.io.native import read_native
+
     lay = lay or layout(files, opts)
+    df = read_native(spark, files, opts, lay)
+    return (df, lay) if df is not None else (read_tasks(spark, files, opts, lay), lay)
+
+
+def read_tasks(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):  # -> DataFrame
+    """The rows read by pyarrow inside Spark tasks, one task per chunk, checkpointed."""
     parts = chunks(files)
     schema = spark_schema(lay, opts)
 
@@ -436,7 +445,7 @@ def read(
     ids = spark.range(0, len(parts), 1, numPartitions=max(1, min(len(parts), 256)))
     # Read once: every later pass (scans, sort sampling, write) starts from these blocks
     # instead of running the Python reader again; this also pins arrival numbering.
-    return ids.mapInArrow(read_ids, schema).localCheckpoint(), lay
+    return ids.mapInArrow(read_ids, schema).localCheckpoint()
 
 
 def read_here(files: list[InputFile], opts: ReadOptions, lay: Layout) -> pa.Table:

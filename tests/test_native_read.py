@@ -1,0 +1,239 @@
+"""Parquet inputs read by Spark's own reader (evtime/io/native.py) give what reading them with
+pyarrow in Spark tasks gives (EVTIME_NATIVE_READ=0): the same outputs byte for byte, the
+same summary, the same one-line errors; inputs it cannot read exactly go to pyarrow."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from evtime.io import native, reader
+from evtime.io.sources import InputFile, expand_inputs
+
+BASE = 1_236_000_000_000_000_000  # 2009-03-02, ns
+
+
+def _table(n: int, seed: int, unit: str = "ns", tz: str | None = None, nulls=()) -> pa.Table:
+    """``n`` rows, times mostly ascending with some late ones, in ``unit``; every column
+    type the native path carries."""
+    rnd = random.Random(seed)
+    per = {"ns": 1, "us": 10**3, "ms": 10**6, "s": 10**9}[unit]
+    t, times = BASE, []
+    for i in range(n):
+        t += rnd.randint(0, 3_000_000_000)
+        late = rnd.choice([0, 0, 0, 700_000_000, 5_000_000_000])
+        times.append(None if i in nulls else (t - late) // per)
+    return pa.table(
+        {
+            "key": [f"k{rnd.randint(0, 3)}" for _ in range(n)],
+            "time": pa.array(times, pa.timestamp(unit, tz)),
+            "value": [rnd.random() for _ in range(n)],
+            "n8": pa.array([rnd.randint(-100, 100) for _ in range(n)], pa.int8()),
+            "kind": pa.array([rnd.choice(["a", "b"]) for _ in range(n)]).dictionary_encode(),
+            "day": pa.array([rnd.randint(-200000, 20000) for _ in range(n)], pa.date32()),
+            "price": pa.array([rnd.randint(0, 10**6) for _ in range(n)], pa.int32()).cast(
+                pa.decimal128(14, 3)
+            ),
+            "ok": [rnd.random() < 0.5 for _ in range(n)],
+            "sent": pa.array([BASE // 10**3 + i for i in range(n)], pa.timestamp("us", "UTC")),
+            "stamp": pa.array([BASE // 10**6 + i for i in range(n)], pa.timestamp("ms")),
+            "sec": pa.array([BASE // 10**9 + i for i in range(n)], pa.timestamp("s")),
+        }
+    )
+
+
+def _write(path: Path, table: pa.Table, **kw) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path, **kw)
+    return str(path)
+
+
+@pytest.fixture
+def task_reads(monkeypatch) -> list[int]:
+    """Counts the inputs read by pyarrow in Spark tasks (reader.read_tasks)."""
+    calls: list[int] = []
+    real = reader.read_tasks
+
+    def counted(*a, **kw):
+        calls.append(1)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(reader, "read_tasks", counted)
+    return calls
+
+
+def _both(run_cli, monkeypatch, tmp_path: Path, args: list[str], task_reads: list[int]):
+    """``args`` (``{d}``: an output directory) run with Spark's reader and with pyarrow in
+    tasks: (exit code, stderr without the duration, the outputs' bytes) of each."""
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")
+    got = []
+    for flag in ("1", "0"):
+        monkeypatch.setenv("EVTIME_NATIVE_READ", flag)
+        d = tmp_path / f"native-{flag}"
+        d.mkdir(exist_ok=True)
+        before = len(task_reads)
+        r = run_cli(*(a.format(d=d) for a in args))
+        assert len(task_reads) - before == (flag == "0"), f"EVTIME_NATIVE_READ={flag}"
+        outs = {p.name: p.read_bytes() for p in sorted(d.iterdir())}
+        got.append((r.exit_code, re.sub(r" \(\d+\.\d+s\)", "", r.stderr), outs))
+    return got
+
+
+ADJUST = ["adjust", "--unit", "msec", "--range", "999", "-q"]
+OUTS = ["-o", "{d}/out.parquet", "--discards", "{d}/late.parquet"]
+
+
+def _cases(d: Path) -> dict[str, list[str]]:
+    return {
+        "ns-naive": [_write(d / "ns.parquet", _table(300, 1))],
+        "us-utc": [_write(d / "us.parquet", _table(300, 2, "us", "UTC"))],
+        "ms-naive": [_write(d / "ms.parquet", _table(300, 3, "ms"))],
+        "s-paris": [_write(d / "s.parquet", _table(300, 4, "s", "Europe/Paris"))],
+        "two-files-in-given-order": [
+            _write(d / "two" / "b.parquet", _table(200, 5)),
+            _write(d / "two" / "a.parquet", _table(200, 6)),
+        ],
+        "row-groups": [
+            _write(d / "rg" / "x.parquet", _table(1000, 7), row_group_size=128),
+            _write(d / "rg" / "y.parquet", _table(300, 8), row_group_size=100),
+        ],
+        "odd-path": [
+            _write(d / "odd dir" / "a b%20ü+#.parquet", _table(200, 9)),
+            _write(d / "odd dir" / "c,d;e=f.parquet", _table(200, 10)),
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, list[str]]:
+    return _cases(tmp_path_factory.mktemp("native"))
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["ns-naive", "us-utc", "ms-naive", "s-paris", "two-files-in-given-order", "row-groups"]
+    + ["odd-path"],
+)
+def test_native_read_gives_what_pyarrow_gives(
+    case, inputs, run_cli, monkeypatch, tmp_path, task_reads
+):
+    files = inputs[case]
+    args = [*ADJUST, "--key", "key", *OUTS, *files]
+    native_run, tasks_run = _both(run_cli, monkeypatch, tmp_path, args, task_reads)
+    assert native_run[0] == 0, native_run[1]
+    assert native_run == tasks_run
+    out = pq.read_table(tmp_path / "native-1" / "out.parquet")
+    late = pq.read_table(tmp_path / "native-1" / "late.parquet")
+    assert out.num_rows > 0 and late.num_rows > 0
+    assert out.num_rows + late.num_rows == sum(pq.read_metadata(f).num_rows for f in files)
+
+
+def test_explain_shows_the_same_arrivals(inputs, run_cli, monkeypatch, tmp_path, task_reads):
+    """Arrival numbers and source files as explain shows them (file order, then row)."""
+    args = ["explain", "adjust", "--unit", "msec", "--range", "999", "--format", "csv"]
+    args += ["-o", "{d}/x.csv", *inputs["odd-path"]]
+    native_run, tasks_run = _both(run_cli, monkeypatch, tmp_path, args, task_reads)
+    assert native_run[0] == 0, native_run[1]
+    assert native_run == tasks_run
+
+
+@pytest.fixture
+def null_time(tmp_path) -> list[str]:
+    return [
+        _write(tmp_path / "in" / "first.parquet", _table(50, 11)),
+        _write(tmp_path / "in" / "with null.parquet", _table(50, 12, nulls={6})),
+    ]
+
+
+def test_a_null_time_fails_the_same_way(null_time, run_cli, monkeypatch, tmp_path, task_reads):
+    args = [*ADJUST, "-o", "{d}/out.parquet", *null_time]
+    native_run, tasks_run = _both(run_cli, monkeypatch, tmp_path, args, task_reads)
+    assert native_run == tasks_run
+    code, err, outs = native_run
+    assert code == 1 and outs == {}
+    assert err.strip() == f"evtime: {null_time[1]}: row 7, column 'time': no time (empty)"
+
+
+def test_a_null_time_is_discarded_the_same_way(
+    null_time, run_cli, monkeypatch, tmp_path, task_reads
+):
+    args = [*ADJUST, "--bad-rows", "discard", *OUTS, *null_time]
+    native_run, tasks_run = _both(run_cli, monkeypatch, tmp_path, args, task_reads)
+    assert native_run[0] == 0, native_run[1]
+    assert native_run == tasks_run
+    late = pq.read_table(tmp_path / "native-1" / "late.parquet").to_pylist()
+    reasons = [r["reason"] for r in late if r["reason"].startswith("bad input")]
+    assert reasons == [f"bad input: no time (empty) (file {null_time[1]} row 7 column time)"]
+
+
+def _files(tmp_path: Path, table: pa.Table, name: str = "x.parquet", **kw) -> list[InputFile]:
+    return expand_inputs([_write(tmp_path / name, table, **kw)], None)
+
+
+def _problem(files: list[InputFile], opts: reader.ReadOptions | None = None) -> str | None:
+    opts = opts or reader.ReadOptions()
+    return native.problem(files, reader.layout(files, opts), opts)
+
+
+def test_what_goes_to_pyarrow(tmp_path, monkeypatch):
+    good = _table(20, 13)
+    assert _problem(_files(tmp_path, good)) is None
+    unsigned = good.append_column("u", pa.array(range(20), pa.uint32()))
+    assert "uint32" in _problem(_files(tmp_path, unsigned, "u.parquet"))
+    nested = good.append_column("l", pa.array([[1]] * 20))
+    assert "list" in _problem(_files(tmp_path, nested, "l.parquet"))
+    int96 = _files(tmp_path, good, "i96.parquet", use_deprecated_int96_timestamps=True)
+    assert "INT96" in _problem(int96)
+    naive_us = _files(tmp_path, _table(20, 14, "us"), "us.parquet")
+    assert _problem(naive_us) is None
+    assert "--tz" in _problem(naive_us, reader.ReadOptions(tz="Europe/Paris"))
+    aware = _files(tmp_path, _table(20, 14, "us", "UTC"), "aware.parquet")
+    assert _problem(aware, reader.ReadOptions(tz="Europe/Paris")) is None
+    epoch = good.set_column(1, "time", pa.array(range(20), pa.int64()))
+    opts = reader.ReadOptions(time_format="epoch_ns")
+    assert "int64" in _problem(_files(tmp_path, epoch, "e.parquet"), opts)
+    far = good.set_column(1, "time", pa.array([3 * 10**17 + i for i in range(20)], "timestamp[us]"))
+    assert "int64 ns" in _problem(_files(tmp_path, far, "far.parquet"))
+    csv = tmp_path / "x.csv"
+    csv.write_text("time,v\n2009-03-01T00:00:00Z,1\n")
+    assert "Parquet" in _problem(expand_inputs([str(csv)], None))
+    mixed = expand_inputs([str(tmp_path / "x.parquet"), str(tmp_path / "us.parquet")], None)
+    assert "different" in _problem(mixed)
+    s3 = InputFile(0, "s3://bucket/x.parquet", "s3://bucket/x.parquet", "parquet")
+    assert native.spark_path(s3) is None
+    monkeypatch.setenv("EVTIME_NATIVE_READ", "0")
+    assert _problem(_files(tmp_path, good)) == "EVTIME_NATIVE_READ=0"
+
+
+def test_paths_given_to_spark():
+    def path(url: str) -> str | None:
+        return native.spark_path(InputFile(0, url, url, "parquet"))
+
+    assert path("/data/a b.parquet") == "file:/data/a b.parquet"
+    assert path("s3a://bucket/in/x.parquet") == "s3a://bucket/in/x.parquet"
+    assert path("hdfs://nn:8020/x.parquet") == "hdfs://nn:8020/x.parquet"
+    assert path("s3://bucket/x.parquet") is None  # s3fs only
+    assert path("/data/x[1].parquet") is None  # a glob to Hadoop
+    assert path("/data/a:b.parquet") is None  # not a Hadoop path
+
+
+def test_spark_spellings_map_to_file_indexes():
+    files = [
+        InputFile(0, "/d/b b%20ü+#.parquet", "b", "parquet"),
+        InputFile(1, "/d/a.parquet", "a", "parquet"),
+    ]
+    spelled = ["file:///d/a.parquet", "file:///d/b%20b%2520ü+%23.parquet"]
+    got = native._spellings(spelled, files)
+    assert got == {
+        "file:///d/a.parquet": 1,
+        "file:/d/a.parquet": 1,
+        "file:///d/b%20b%2520ü+%23.parquet": 0,
+        "file:/d/b%20b%2520ü+%23.parquet": 0,
+    }
+    assert native._spellings(spelled[:1], files) is None  # Spark lists one file less
+    assert native._spellings([*spelled, "file:///d/c.parquet"], files) is None
