@@ -63,6 +63,11 @@ def test_negative_range(run_cli):
     assert r.exit_code == 2 and "--range" in r.stderr
 
 
+def test_range_beyond_the_timeline(run_cli):
+    r = run_cli("adjust", "--unit", "day", "--range", "200000", SAMPLES / "tuples.parquet")
+    assert r.exit_code == 2 and "--range 200000 --unit day is longer" in r.stderr
+
+
 def test_missing_input_file(run_cli, workdir):
     _fails(run_cli(*ADJ, "nope.parquet", "-o", "out.csv"), "nope.parquet", "no such file")
     assert not (workdir / "out.csv").exists()

@@ -24,9 +24,10 @@ from evtime.engine.scan import (
     positions_in_parts,
     prefix_max,
     sort_in_parts,
+    sort_in_parts_marking,
     value_limits,
 )
-from evtime.io.reader import SEQ, T
+from evtime.io.reader import PART, SEQ, T
 from evtime.units import unit_ns
 
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
@@ -39,6 +40,15 @@ class AdjustSpec:
     unit: str = "nsec"
     range: int = 0
     keys: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.width >= 1 << 63:
+            from evtime.errors import UsageError
+
+            raise UsageError(
+                f"--range {self.range} --unit {self.unit} is longer than evtime's timeline "
+                "(int64 nanoseconds, about 292 years)"
+            )
 
     @property
     def unit_ns(self) -> int:
@@ -78,15 +88,21 @@ def classify_in_order(df: DataFrame, spec: AdjustSpec) -> DataFrame:
     """:func:`classify` and :func:`order` in one pass, for runs that need only the keep flag
     (no reference time): a row is discarded exactly when an earlier arrival of its key has
     evtime > evtime + range*unit (its reference time then exceeds the bound), i.e. when the
-    least arrival above that value is earlier than the row, a suffix minimum in the
-    output's own value order (:func:`~evtime.engine.scan.first_above_in_parts`)."""
+    least arrival above that value is earlier than the row: a suffix minimum in value order
+    (:func:`~evtime.engine.scan.first_above_in_parts`) over (keys, evtime, arrival) only.
+    The discarded rows found are marked in the output's sort, the one sort of whole rows."""
     timed = df.withColumn(EVT, _evtime(spec))
+    lims = value_limits(timed, EVT)
+    narrow = timed.select(*spec.keys, EVT, SEQ)
     try:
-        df = first_above_in_parts(timed, EVT, spec.width, SEQ, "_evt_passed_by", spec.keys, [SEQ])
+        found = first_above_in_parts(narrow, EVT, spec.width, SEQ, "_p", spec.keys, lims)
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
         return order(classify(df, spec))
-    passed_by = F.col("_evt_passed_by")
-    return df.withColumn(KEEP, passed_by.isNull() | (passed_by > F.col(SEQ))).drop("_evt_passed_by")
+    if lims[0] is None:
+        return order(timed.withColumn(KEEP, F.lit(True)))
+    late = found.where(F.col("_p") < F.col(SEQ))
+    marked = sort_in_parts_marking(timed, late, "_evt_late", EVT, SEQ, lims)
+    return marked.withColumn(KEEP, ~F.col("_evt_late")).drop("_evt_late")
 
 
 def kept(width: Column) -> Column:
@@ -147,7 +163,8 @@ def explain(df: DataFrame, spec: AdjustSpec, sources: list[str]) -> DataFrame:
     # for a kept row the least arrival above evtime + range*unit is the one that released
     # it (no earlier arrival is above it); the output positions follow in the same parts
     lims = value_limits(rows, EVT)
-    df = first_above_in_parts(rows, EVT, spec.width, "arrival", "_rel", spec.keys, [SEQ], lims)
+    df = first_above_in_parts(rows, EVT, spec.width, "arrival", "_rel", spec.keys, lims)
+    df = df.sortWithinPartitions(PART, EVT, SEQ)  # (parts stay whole in their partitions)
     if lims[0] is not None:
         df = positions_in_parts(df, rows, lims, F.col(KEEP), "output_pos", EVT, [SEQ])
     else:

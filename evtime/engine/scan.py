@@ -228,14 +228,14 @@ def first_above_in_parts(
     arrival: str,
     out: str,
     by: Sequence[str] = (),
-    then: Sequence[Column | str] = (),
     limits: tuple[int, int] | None = None,
 ) -> DataFrame:
-    """:func:`sort_in_parts` by ``(lead, *then)`` that also finds, for every row, ``out``: the
-    least ``arrival`` among the rows of its ``by`` whose ``lead`` is above the row's own
-    ``lead + width`` (null: there is none).  For a row that no earlier arrival passes, that
-    is the first later arrival whose value passes it: the search of :func:`first_above`,
-    done in the parts the output is cut into anyway, without a shuffle of its own.
+    """The rows cut into parts as by :func:`sort_in_parts` (``PART``; each part whole in one
+    Spark partition, in descending ``lead`` order: sort them again for the output), each
+    with ``out``: the least ``arrival`` among the rows of its ``by`` whose ``lead`` is above
+    the row's own ``lead + width`` (null: there is none).  For a row that no earlier
+    arrival passes, that is the first later arrival whose value passes it: the search of
+    :func:`first_above`, done in the parts the output is cut into anyway.
 
     Every part is a range of ``lead`` values, so the rows that pass a row of part ``p``
     are (a) rows of ``p`` above it, found by a window over the part in descending value
@@ -246,7 +246,7 @@ def first_above_in_parts(
     (a suffix minimum over the parts).  ``width`` is an int >= 0 in the units of ``lead``."""
     lo, hi = limits or value_limits(df, lead)
     if lo is None:
-        return sort_in_parts(df, lead, *then).withColumn(out, F.lit(None).cast("long"))
+        return df.withColumns({PART: F.lit(0).cast("long"), out: F.lit(None).cast("long")})
     beyond = hi + width + 1  # above every row's lead + width: the carry rows' value
     if beyond + width + 1 >= 1 << 63:
         raise OverflowError(f"{lead} + {width} leaves the int64 range")
@@ -290,7 +290,31 @@ def first_above_in_parts(
         .where(~F.col(probe))
         .drop(probe)
     )
-    return found.sortWithinPartitions(PART, lead, *then)
+    return found
+
+
+def sort_in_parts_marking(
+    df: DataFrame, marked: DataFrame, out: str, lead: str, key: str, limits: tuple[int, int]
+) -> DataFrame:
+    """:func:`sort_in_parts` by ``(lead, key)`` (``key`` unique per row) with ``out``: whether
+    the row's ``(lead, key)`` is among the rows of ``marked`` (a few rows, found by a
+    search).  Without a join, which would shuffle the rows once more or collect the marks:
+    each mark travels with the rows into their part, sorts right after its row, and a
+    ``lead`` window over the part's output order (no second sort) flags the row."""
+    bucket = bucketer(*limits)
+    kind = "_mk_kind"
+    marks = marked.select(lead, key, F.lit(1).alias(kind))
+    both = df.withColumn(kind, F.lit(0)).unionByName(marks, allowMissingColumns=True)
+    both = both.withColumn(PART, F.coalesce(bucket(F.col(lead)), F.lit(0)))
+    order = Window.partitionBy(PART).orderBy(lead, key, kind)
+    follows = (F.lead(kind).over(order) == 1) & (F.lead(key).over(order) == F.col(key))
+    return (
+        both.repartition(PART)
+        .sortWithinPartitions(PART, lead, key, kind)
+        .withColumn(out, F.coalesce(follows, F.lit(False)))
+        .where(F.col(kind) == 0)
+        .drop(kind)
+    )
 
 
 def positions_in_parts(
