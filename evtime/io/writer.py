@@ -32,6 +32,7 @@ from evtime.io.timeparse import format_ns
 ROUTE = "_evt_route"  # which sink a row goes to ('' = counted, written nowhere)
 OUT_FORMATS = ("csv", "parquet", "jsonl", "table")
 FILES = "\0files:"  # counts of part files per sink travel with the row counts
+ROW_GROUP = 1 << 20  # rows per row group of a Parquet output (parts are smaller)
 
 
 @dataclass
@@ -109,6 +110,10 @@ def _jsonl(table: pa.Table) -> bytes:
 
 
 class _PartWriter:
+    """One part file: Parquet sinks are staged as Arrow IPC (no encoding here, no decoding
+    in the driver: Parquet is encoded once, when the parts are assembled), the text formats
+    as the text they will be."""
+
     def __init__(self, path: str, sink: Sink):
         self.path, self.sink, self.out, self.rows = path, sink, None, 0
 
@@ -116,7 +121,7 @@ class _PartWriter:
         fmt = self.sink.fmt
         if self.out is None:
             if fmt == "parquet":
-                self.out = pq.ParquetWriter(self.path, table.schema)
+                self.out = pa.ipc.new_file(self.path, table.schema)
             else:
                 self.out = open(self.path, "wb")  # noqa: SIM115 (closed in close())
         if fmt == "parquet":
@@ -271,10 +276,25 @@ def _assemble(sink: Sink, parts: list[str], schema: pa.Schema, out) -> None:
     """Stream the parts, in order, into the open binary file ``out``."""
     if sink.fmt == "parquet":
         with pq.ParquetWriter(out, schema) as w:
+            held: list[pa.RecordBatch] = []  # fewer than ROW_GROUP rows, + one batch
+
+            def flush(last: bool) -> None:
+                rows = pa.Table.from_batches(held, held[0].schema) if held else None
+                cut = 0 if rows is None else rows.num_rows - rows.num_rows % ROW_GROUP
+                if rows is not None and last:
+                    cut = rows.num_rows
+                if cut:
+                    w.write_table(rows.slice(0, cut).cast(schema), ROW_GROUP)
+                    held[:] = rows.slice(cut).to_batches()
+
             for p in parts:
-                pf = pq.ParquetFile(p)
-                for i in range(pf.num_row_groups):
-                    w.write_table(pf.read_row_group(i).cast(schema))
+                with pa.OSFile(p) as src:
+                    staged = pa.ipc.open_file(src)
+                    for i in range(staged.num_record_batches):
+                        held.append(staged.get_batch(i))
+                        if sum(b.num_rows for b in held) >= ROW_GROUP:
+                            flush(last=False)
+            flush(last=True)
         return
     if sink.fmt == "csv":
         header = pa.Table.from_batches([], schema=schema)
