@@ -93,13 +93,13 @@ def classify_in_order(df: DataFrame, spec: AdjustSpec) -> DataFrame:
     The discarded rows found are marked in the output's sort, the one sort of whole rows."""
     timed = df.withColumn(EVT, _evtime(spec))
     lims = value_limits(timed, EVT)
+    if lims[0] is None:  # no rows
+        return order(timed.withColumn(KEEP, F.lit(True)))
     narrow = timed.select(*spec.keys, EVT, SEQ)
     try:
         found = first_above_in_parts(narrow, EVT, spec.width, SEQ, "_p", spec.keys, lims)
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
         return order(classify(df, spec))
-    if lims[0] is None:
-        return order(timed.withColumn(KEEP, F.lit(True)))
     late = found.where(F.col("_p") < F.col(SEQ))
     marked = sort_in_parts_marking(timed, late, "_evt_late", EVT, SEQ, lims)
     return marked.withColumn(KEEP, ~F.col("_evt_late")).drop("_evt_late")

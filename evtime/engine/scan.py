@@ -121,6 +121,11 @@ def bucketer(lo: int | None, hi: int | None) -> Callable[[Column], Column]:
     return bucket
 
 
+def _part(bucket: Callable[[Column], Column], lead: str) -> Column:
+    """A row's output part: the bucket of its ``lead`` (a null ``lead``: part 0, first)."""
+    return F.coalesce(bucket(F.col(lead)), F.lit(0))
+
+
 def _bucket(df: DataFrame, col: str) -> Column:
     """A monotone bucket number (0..1023) of an int64 column, from its min and max."""
     return bucketer(*value_limits(df, col))(F.col(col))
@@ -217,7 +222,7 @@ def sort_in_parts(
     right order, the true one gives even parts).
     """
     bucket = bucketer(*limits) if limits else bucketer(*value_limits(df, lead))
-    df = df.withColumn(PART, F.coalesce(bucket(F.col(lead)), F.lit(0)))  # nulls sort first
+    df = df.withColumn(PART, _part(bucket, lead))
     return df.repartition(PART).sortWithinPartitions(PART, lead, *then)
 
 
@@ -272,7 +277,7 @@ def first_above_in_parts(
     carry = carry.where(F.col(arrival).isNotNull()).select(
         *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(probe)
     )
-    rows = df.withColumns({PART: F.coalesce(bucket(F.col(lead)), F.lit(0)), probe: F.lit(False)})
+    rows = df.withColumns({PART: _part(bucket, lead), probe: F.lit(False)})
     halo = reaching.where(bucket(back) < bucket(F.col(lead))).select(
         *by, lead, arrival, bucket(back).alias(PART), F.lit(True).alias(probe)
     )
@@ -305,7 +310,7 @@ def sort_in_parts_marking(
     kind = "_mk_kind"
     marks = marked.select(lead, key, F.lit(1).alias(kind))
     both = df.withColumn(kind, F.lit(0)).unionByName(marks, allowMissingColumns=True)
-    both = both.withColumn(PART, F.coalesce(bucket(F.col(lead)), F.lit(0)))
+    both = both.withColumn(PART, _part(bucket, lead))
     order = Window.partitionBy(PART).orderBy(lead, key, kind)
     follows = (F.lead(kind).over(order) == 1) & (F.lead(key).over(order) == F.col(key))
     return (
@@ -332,7 +337,7 @@ def positions_in_parts(
     per-part counts come from ``upstream``, the rows before they were cut into parts, so
     they cost a pass over those rows, not another run of the shuffle."""
     bucket = bucketer(*limits)
-    kept = upstream.where(keep).select(F.coalesce(bucket(F.col(lead)), F.lit(0)).alias(PART))
+    kept = upstream.where(keep).select(_part(bucket, lead).alias(PART))
     offsets = count_offsets(kept, PART, "_pp_off").withColumnRenamed(PART, "_pp_part")
     inside = Window.partitionBy(PART).orderBy(lead, *then).rowsBetween(UNBOUNDED, 0)
     ranked = df.withColumn("_pp_n", F.sum(F.when(keep, 1).otherwise(0)).over(inside))

@@ -277,24 +277,19 @@ def _assemble(sink: Sink, parts: list[str], schema: pa.Schema, out) -> None:
     if sink.fmt == "parquet":
         with pq.ParquetWriter(out, schema) as w:
             held: list[pa.RecordBatch] = []  # fewer than ROW_GROUP rows, + one batch
-
-            def flush(last: bool) -> None:
-                rows = pa.Table.from_batches(held, held[0].schema) if held else None
-                cut = 0 if rows is None else rows.num_rows - rows.num_rows % ROW_GROUP
-                if rows is not None and last:
-                    cut = rows.num_rows
-                if cut:
-                    w.write_table(rows.slice(0, cut).cast(schema), ROW_GROUP)
-                    held[:] = rows.slice(cut).to_batches()
-
+            n = 0
             for p in parts:
                 with pa.OSFile(p) as src:
                     staged = pa.ipc.open_file(src)
                     for i in range(staged.num_record_batches):
                         held.append(staged.get_batch(i))
-                        if sum(b.num_rows for b in held) >= ROW_GROUP:
-                            flush(last=False)
-            flush(last=True)
+                        n += held[-1].num_rows
+                        if n >= ROW_GROUP:  # write whole row groups, keep the rest
+                            rows, cut = pa.Table.from_batches(held), n - n % ROW_GROUP
+                            w.write_table(rows.slice(0, cut).cast(schema), ROW_GROUP)
+                            held, n = rows.slice(cut).to_batches(), n - cut
+            if n:
+                w.write_table(pa.Table.from_batches(held).cast(schema), ROW_GROUP)
         return
     if sink.fmt == "csv":
         header = pa.Table.from_batches([], schema=schema)
