@@ -1,6 +1,6 @@
 """Cold start of the sample job: interleaved A/B runs of JVM/Spark settings (see RESULTS.md).
 
-python bench/coldstart.py [--repeat 3] [--variants A,B,...|S,T] [--warm]
+python bench/coldstart.py [--repeat 3] [--variants A,B,C,D,S,T,U] [--baseline DIR] [--warm]
 Each round runs every variant once, in turn, so load changes hit all variants alike; the
 1-minute load average is recorded with every run.  Wall time is the whole `evtime` process.
 """
@@ -19,32 +19,49 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = ["adjust", "--unit", "msec", "--range", "999", os.path.join(ROOT, "samples/tuples.parquet")]
-CDS = os.path.join(tempfile.gettempdir(), "evtime-bench-cds.jsa")
 FAST_JIT = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# A-D spell their settings out: evtime's own start-up choices (fast JVM options for small
+# inputs, the class-data archive) are off for them
+OFF = {"EVTIME_FAST_START": "0", "EVTIME_CLASS_CACHE": "0"}
 VARIANTS = {
     "A": ("defaults", []),
     "B": ("driver JVM: " + FAST_JIT, [f"spark.driver.extraJavaOptions={FAST_JIT}"]),
     "C": ("shuffle partitions 1", ["spark.sql.shuffle.partitions=1"]),
     "D": ("B + C", [f"spark.driver.extraJavaOptions={FAST_JIT}", "spark.sql.shuffle.partitions=1"]),
-    "E": (
-        "D + AppCDS archive",
-        [
-            f"spark.driver.extraJavaOptions={FAST_JIT} -XX:SharedArchiveFile={CDS}",
-            "spark.sql.shuffle.partitions=1",
-        ],
-    ),
 }
-# As shipped (evtime's own start-up choices), with and without the driver-side I/O of
-# small inputs: environment settings, on top of the variants' EVTIME_FAST_START=0.
+# As shipped (evtime's own start-up choices), and with one of them off: environment
+# settings.  The class-data archive lives in a directory of the benchmark's own, written
+# by one run before the rounds (see prepare_archive).
+CACHE = os.path.join(tempfile.gettempdir(), "evtime-bench-cache")
+SHIPPED = {"EVTIME_CACHE_DIR": CACHE, "EVTIME_CLASS_CACHE": "1", "EVTIME_FAST_START": "1"}
 ENV_VARIANTS = {
-    "S": ("as shipped (fast JVM options, driver-side I/O)", {"EVTIME_FAST_START": "1"}),
+    "S": ("as shipped (class archive, fast JVM options, driver-side I/O)", SHIPPED),
+    "U": (
+        "as shipped, no class archive (EVTIME_CLASS_CACHE=0)",
+        {**SHIPPED, "EVTIME_CLASS_CACHE": "0"},
+    ),
     "T": (
         "as shipped, driver-side I/O off (EVTIME_DRIVER_IO_MAX=0)",
-        {"EVTIME_FAST_START": "1", "EVTIME_DRIVER_IO_MAX": "0"},
+        {**SHIPPED, "EVTIME_DRIVER_IO_MAX": "0"},
     ),
 }
 for _n, (_label, _env) in ENV_VARIANTS.items():
     VARIANTS[_n] = (_label, [])
+
+
+def prepare_archive() -> None:
+    """One run writes the class-data archive; wait until its JVM has (the next run adopts
+    the part file), so that every timed S/T run maps it."""
+    if any(f.endswith(".jsa") for f in os.listdir(CACHE)) if os.path.isdir(CACHE) else False:
+        return
+    took = run([], env=dict(os.environ, **SHIPPED))
+    t = time.monotonic()
+    while not any(f.endswith(".jsa") for f in os.listdir(CACHE)):
+        if time.monotonic() - t > 900:
+            raise SystemExit(f"no class archive in {CACHE} after 15 minutes")
+        time.sleep(2)
+        run([], env=dict(os.environ, **SHIPPED, EVTIME_CLASS_CACHE="read"))
+    print(f"# class archive: the run that writes it took {took:.1f}s", flush=True)
 
 
 def load() -> float:
@@ -72,22 +89,27 @@ def run(confs: list[str], extra: list[str] | None = None, env: dict | None = Non
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--variants", default="A,B,C,D,E")
+    ap.add_argument("--variants", default="U,S")
     ap.add_argument("--warm", action="store_true", help="also time --reuse-server runs")
     ap.add_argument("--warm-repeat", type=int, default=3)
+    ap.add_argument(
+        "--baseline",
+        help="a checkout of an earlier evtime (e.g. a git worktree): variant O runs it as shipped",
+    )
     a = ap.parse_args()
-    # the variants spell their settings out: evtime's own small-input JVM options are off
-    os.environ["EVTIME_FAST_START"] = "0"
     names = a.variants.split(",")
-    if "E" in names and not os.path.exists(CDS):
-        t = time.monotonic()
-        run([f"spark.driver.extraJavaOptions={FAST_JIT} -XX:ArchiveClassesAtExit={CDS}"])
-        print(f"# CDS archive made in {time.monotonic() - t:.1f}s", flush=True)
+    if a.baseline:
+        base = dict(os.environ, PYTHONPATH=os.path.abspath(a.baseline), **SHIPPED)
+        ENV_VARIANTS["O"] = (f"evtime at {a.baseline}, as shipped", base)
+        VARIANTS["O"] = (ENV_VARIANTS["O"][0], [])
+        names.append("O")
+    if {"S", "T", "O"} & set(names):
+        prepare_archive()
     times: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     for r in range(a.repeat):
         for n in names:
             before = load()
-            env = dict(os.environ, **ENV_VARIANTS[n][1]) if n in ENV_VARIANTS else None
+            env = dict(os.environ, **(ENV_VARIANTS[n][1] if n in ENV_VARIANTS else OFF))
             took = run(VARIANTS[n][1], env=env)
             times[n].append((took, before))
             print(
@@ -106,7 +128,9 @@ def main() -> None:
         )
     if a.warm:
         state = tempfile.mkdtemp(prefix="evtime-bench-warm-")
-        env = dict(os.environ, SPARK_LOCAL_CONNECT_DISCOVERY=os.path.join(state, "d.json"))
+        env = dict(
+            os.environ, **SHIPPED, SPARK_LOCAL_CONNECT_DISCOVERY=os.path.join(state, "d.json")
+        )
         try:
             t = time.monotonic()
             first = run([], ["--reuse-server"], env)

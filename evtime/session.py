@@ -28,6 +28,10 @@ DEFAULT_CONF = {
     "spark.sql.adaptive.enabled": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.legacy.parquet.nanosAsLong": "true",
+    # PySpark records the Python call site of every DataFrame function (for error
+    # contexts): four JVM round trips and a stack walk per call, and an IPython import.
+    # Those call sites are evtime's own code, which its one-line errors do not show.
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 # Small inputs (at most SMALL_INPUT bytes of local files; EVTIME_FAST_START=0 turns this
 # off) start the local driver JVM with only the quick JIT tier and the serial GC: it starts
@@ -99,8 +103,9 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def check_java() -> None:
-    """Fail with one line, before any JVM is started, when Java 17+ is not there."""
+def check_java() -> str:
+    """Fail with one line, before any JVM is started, when Java 17+ is not there; returns
+    what identifies this Java (its path and version text)."""
     java_home = os.environ.get("JAVA_HOME")
     java = os.path.join(java_home, "bin", "java") if java_home else shutil.which("java")
     hint = (
@@ -118,6 +123,7 @@ def check_java() -> None:
         major = int(m.group(1)) if m.group(1) != "1" else int(m.group(2) or 0)
         if major < 17:
             raise SetupError(f"Spark 4 needs Java 17 or newer; {java} is Java {major}: {hint}")
+    return f"{os.path.realpath(java)}\0{out.stderr}{out.stdout}"
 
 
 def check_reachable(remote: str, timeout: float = 10.0) -> None:
@@ -157,8 +163,10 @@ _JVM_NOISE = re.compile(
 )
 
 
-def _filter_jvm_stderr() -> Callable[[], None]:
-    """Give the JVM about to start a stderr that drops known noise; returns 'restore'."""
+def _filter_jvm_stderr(verbose: bool) -> Callable[[], None]:
+    """Give the JVM about to start a stderr that drops known noise (all of it passes with
+    -v) and that is not evtime's own: a JVM that outlives evtime (its shutdown, writing the
+    class archive) then holds no pipe of the user's open.  Returns 'restore'."""
     read_fd, write_fd = os.pipe()
     saved = os.dup(2)
     os.dup2(write_fd, 2)
@@ -167,7 +175,7 @@ def _filter_jvm_stderr() -> Callable[[], None]:
     def pump() -> None:
         with os.fdopen(read_fd, "rb") as pipe:
             for line in pipe:
-                if not _JVM_NOISE.match(line):
+                if verbose or not _JVM_NOISE.match(line):
                     os.write(saved, line)
 
     threading.Thread(target=pump, name="evtime-jvm-stderr", daemon=True).start()
@@ -180,6 +188,10 @@ def _filter_jvm_stderr() -> Callable[[], None]:
 
 def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
     """A SparkSession for the options; pyspark is imported here, not at CLI import time."""
+    # PySpark imports IPython, when it is installed, only to size the Spark Connect
+    # progress bar and to name notebook cells; evtime has neither, and the import costs
+    # 0.25-0.4 s of every run.  (An IPython already imported, as in a notebook, stays.)
+    sys.modules.setdefault("IPython", None)  # type: ignore[arg-type]
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("evtime")
@@ -189,7 +201,7 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
     if opts.remote:
         check_reachable(opts.remote)
         builder = builder.remote(opts.remote)
-        conf = {k: v for k, v in conf.items() if k.startswith("spark.sql.")}
+        conf = {k: v for k, v in conf.items() if k.startswith(("spark.sql.", "spark.python.sql."))}
     elif under_spark_submit():
         # spark-submit started the driver JVM with its --master and --conf: keep them
         from pyspark import SparkConf, SparkContext
@@ -202,7 +214,13 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
         if opts.master:
             builder = builder.master(opts.master)
     else:
-        check_java()
+        from evtime import classcache
+
+        java_id = check_java()
+        from pyspark.find_spark_home import _find_spark_home
+
+        # (spark-submit would otherwise start a Python to find it)
+        os.environ.setdefault("SPARK_HOME", _find_spark_home())
         master = opts.master or "local[*]"
         builder = builder.master(master)
         if master.startswith("local"):
@@ -211,13 +229,17 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
         java_opts = _log4j_options(opts.verbose)
         if opts.fast_start:
             java_opts = f"{java_opts} {FAST_JVM}"
+        if not _jvm_running():
+            java_opts = f"{java_opts} {classcache.java_options(java_id)}".rstrip()
         extra = opts.conf.get("spark.driver.extraJavaOptions")
         conf["spark.driver.extraJavaOptions"] = f"{java_opts} {extra}" if extra else java_opts
     conf.update({k: v for k, v in opts.conf.items() if k != "spark.driver.extraJavaOptions"})
     for key, value in conf.items():
         builder = builder.config(key, value)
-    restore = _filter_jvm_stderr() if not (opts.remote or opts.verbose) else None
+    restore = _filter_jvm_stderr(opts.verbose) if not opts.remote else None
     try:
+        if not (opts.remote or _jvm_running()):
+            _launch_jvm(conf, opts.master or "local[*]")
         spark = builder.getOrCreate()
     finally:
         if restore:
@@ -225,6 +247,25 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
     if not opts.remote:
         spark.sparkContext.setLogLevel("WARN" if opts.verbose else "OFF")
     return spark
+
+
+def _jvm_running() -> bool:
+    """Whether this process already has Spark's JVM (a session built before, or
+    spark-submit's)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None or under_spark_submit()
+
+
+def _launch_jvm(conf: dict[str, str], master: str) -> None:
+    """Start the driver JVM as PySpark would, but with its stdout on (filtered) stderr:
+    it is not evtime's output, and a JVM outliving evtime must not hold the user's pipe."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    sconf = SparkConf(loadDefaults=False).setMaster(master).setAppName("evtime")
+    sconf.setAll(list(conf.items()))
+    SparkContext(conf=sconf, gateway=launch_gateway(sconf, popen_kwargs={"stdout": 2}))
 
 
 def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):

@@ -45,9 +45,19 @@ SEED_PATTERN = "yyyy/MM/dd HH:mm:ss:SSSSSSSSS"
 def spark():
     from evtime.session import SessionOptions, build_session
 
-    return build_session(
-        SessionOptions(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"})
-    )
+    # this JVM lives as long as the tests: it may use the class archive, but must not be
+    # the one that writes it (the subprocess runs would wait for it until the end)
+    saved = os.environ.get("EVTIME_CLASS_CACHE")
+    os.environ["EVTIME_CLASS_CACHE"] = "read" if saved in (None, "1") else saved
+    try:
+        return build_session(
+            SessionOptions(master="local[2]", conf={"spark.sql.shuffle.partitions": "4"})
+        )
+    finally:
+        if saved is None:
+            os.environ.pop("EVTIME_CLASS_CACHE")
+        else:
+            os.environ["EVTIME_CLASS_CACHE"] = saved
 
 
 class Result:

@@ -206,6 +206,11 @@ def small_input(files) -> bool:
     return size is not None and size <= SMALL_INPUT
 
 
+def in_driver() -> bool:
+    """Whether this run reads and writes in its own process (see :func:`driver_io`)."""
+    return _in_driver
+
+
 def driver_io(files, sopts) -> bool:
     """Whether this run reads its input and writes its outputs in this process, Spark
     getting and giving the rows as Arrow tables: local inputs of at most DRIVER_IO_MAX bytes

@@ -1,0 +1,127 @@
+"""The class-data archive (AppCDS) that makes evtime's local driver JVM start fast.
+
+Starting Spark's driver JVM is mostly loading and verifying about 10,000 classes from
+Spark's jars.  Java can map them from a class-data archive instead
+(``-XX:SharedArchiveFile``): measured here, an empty session plus a trivial job went from
+9.7 s to 4.5 s (bench/RESULTS.md).  The JVM writes the archive itself, at exit, with
+``-XX:ArchiveClassesAtExit``; evtime asks one run to do so and later runs use it.
+
+* The archive is per user, in ``$EVTIME_CACHE_DIR`` or ``$XDG_CACHE_HOME/evtime`` (else
+  ``~/.cache/evtime``), a directory of mode 0700 that this user owns; otherwise (or with
+  ``EVTIME_CLASS_CACHE=0``) no archive is used or written.  ``EVTIME_CLASS_CACHE=read``
+  uses one but never writes one (a long-lived JVM, such as a test session's, would hold
+  the lock all its life).  It is about 150 MB; removing it is always safe.
+* Its name says which Java, pyspark and jars it was made from (a hash): an upgrade makes a
+  new one.  A JVM that cannot use an archive ignores it (``-Xshare:auto``).
+* The writing run's JVM dumps it after evtime has exited (≈ 10 s in the background), into
+  ``NAME.PID.part``; the JVM writes the archive's header last, so a part whose header is
+  there is complete, and the next run renames it into place (atomic).  A lock file lets
+  one run at a time write; a lock or part older than ``STALE`` seconds is from a run that
+  was killed, and is removed.
+* The JVM's own CDS messages are turned off (``-Xlog:cds*=off``): its stdout is not
+  evtime's output, but they say nothing to users either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import stat
+import time
+from pathlib import Path
+
+# the first four bytes of a complete dynamic archive (JDK: CDS_DYNAMIC_ARCHIVE_MAGIC)
+_MAGIC = (0xF00BABA8).to_bytes(4, "little")
+STALE = 15 * 60
+QUIET = "-Xlog:cds*=off"
+
+
+def _mode() -> str:
+    value = os.environ.get("EVTIME_CLASS_CACHE", "1").strip().lower()
+    return "off" if value in ("0", "false", "no", "off") else "read" if value == "read" else "on"
+
+
+def cache_dir() -> Path | None:
+    """The per-user cache directory (made 0700 if missing), or None if unusable."""
+    if _mode() == "off":
+        return None
+    given = os.environ.get("EVTIME_CACHE_DIR")
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = Path(given) if given else Path(base) / "evtime"
+    if any(c.isspace() or c in "'\"\\" for c in str(path)):
+        return None  # JVM options are split on spaces
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.stat()
+    except OSError:
+        return None
+    # the JVM maps these files as code: only from a directory nobody else can write to
+    if info.st_uid != os.geteuid() or info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return None
+    return path
+
+
+def archive_name(java_id: str) -> str:
+    """``spark-<hash>``: the hash of what the archive's classes come from."""
+    import pyspark
+
+    home = Path(pyspark.__file__).resolve().parent
+    jars = home / "jars"
+    parts = [java_id, pyspark.__version__, str(home)]
+    with contextlib.suppress(OSError):
+        parts.append(str(jars.stat().st_mtime_ns))
+    return "spark-" + hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
+
+
+def _complete(part: Path) -> bool:
+    try:
+        with part.open("rb") as f:
+            return f.read(4) == _MAGIC
+    except OSError:
+        return False
+
+
+def _old(path: Path, now: float) -> bool:
+    try:
+        return now - path.stat().st_mtime > STALE
+    except OSError:
+        return False
+
+
+def _adopt(folder: Path, name: str) -> None:
+    """Rename a completely written part into place; remove what killed runs left."""
+    now = time.time()
+    for part in folder.glob(f"{name}.*.part"):
+        if _complete(part):
+            try:
+                os.replace(part, folder / f"{name}.jsa")
+                (folder / f"{name}.lock").unlink(missing_ok=True)
+            except OSError:
+                pass
+        elif _old(part, now):
+            part.unlink(missing_ok=True)
+    lock = folder / f"{name}.lock"
+    if _old(lock, now):
+        lock.unlink(missing_ok=True)
+
+
+def java_options(java_id: str) -> str:
+    """The JVM options for this run: use the archive, or write it, or neither."""
+    folder = cache_dir()
+    if folder is None:
+        return ""
+    name = archive_name(java_id)
+    _adopt(folder, name)
+    archive = folder / f"{name}.jsa"
+    if archive.is_file():
+        return f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET}"
+    if _mode() == "read":
+        return ""
+    try:
+        fd = os.open(folder / f"{name}.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
+    except OSError:
+        return ""  # another run is writing it
+    os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
+    return f"-XX:ArchiveClassesAtExit={folder / f'{name}.{os.getpid()}.part'} {QUIET}"

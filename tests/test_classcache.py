@@ -1,0 +1,136 @@
+"""The JVM class-data archive (evtime.classcache): which runs write it, which use it, and
+that a real run's archive is adopted and mapped by the next run's JVM."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from evtime import classcache
+from tests.conftest import SAMPLES
+
+JAVA = "/usr/bin/java\0openjdk version 17"
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("EVTIME_CACHE_DIR", str(folder))
+    monkeypatch.setenv("EVTIME_CLASS_CACHE", "1")
+    return folder
+
+
+def _part_of(options: str) -> str:
+    (flag,) = [o for o in options.split() if o.startswith("-XX:ArchiveClassesAtExit=")]
+    return flag.split("=", 1)[1]
+
+
+def test_first_run_writes_then_others_wait_then_the_archive_is_used(cache):
+    first = classcache.java_options(JAVA)
+    part = _part_of(first)
+    assert os.path.dirname(part) == str(cache) and part.endswith(".part")
+    assert "-Xlog:cds*=off" in first
+    assert (cache.stat().st_mode & 0o777) == 0o700
+    # while the first run's JVM has not written it, nobody else starts another dump
+    assert classcache.java_options(JAVA) == ""
+    # a JVM killed while dumping leaves a part without its header: not taken
+    with open(part, "wb") as f:
+        f.write(b"\0" * 64)
+    assert classcache.java_options(JAVA) == ""
+    # the header comes last: once it is there the next run renames the part into place
+    with open(part, "wb") as f:
+        f.write(classcache._MAGIC + b"\1" * 60)
+    used = classcache.java_options(JAVA)
+    name = classcache.archive_name(JAVA)
+    assert used.split() == [
+        f"-XX:SharedArchiveFile={cache / (name + '.jsa')}",
+        "-Xshare:auto",
+        "-Xlog:cds*=off",
+    ]
+    assert sorted(p.name for p in cache.iterdir()) == [f"{name}.jsa"]
+
+
+def test_what_killed_runs_left_is_removed_after_a_while(cache):
+    part = _part_of(classcache.java_options(JAVA))
+    with open(part, "wb") as f:
+        f.write(b"\0" * 64)
+    old = time.time() - classcache.STALE - 60
+    name = classcache.archive_name(JAVA)
+    for path in (part, cache / f"{name}.lock"):
+        os.utime(path, (old, old))
+    again = classcache.java_options(JAVA)  # the stale lock and part are gone: write anew
+    assert _part_of(again) == part
+    assert sorted(p.name for p in cache.iterdir()) == [f"{name}.lock"]
+
+
+def test_another_java_or_spark_is_another_archive():
+    assert classcache.archive_name(JAVA) != classcache.archive_name(JAVA + "u2")
+    assert classcache.archive_name(JAVA) == classcache.archive_name(JAVA)
+
+
+@pytest.mark.parametrize("mode,expected", [("0", None), ("off", None), ("read", "")])
+def test_off_and_read_only(cache, monkeypatch, mode, expected):
+    monkeypatch.setenv("EVTIME_CLASS_CACHE", mode)
+    if expected is None:
+        assert classcache.cache_dir() is None and classcache.java_options(JAVA) == ""
+        assert not cache.exists()
+    else:  # read: never writes, uses one that is there
+        assert classcache.java_options(JAVA) == ""
+        assert list(cache.iterdir()) == []
+        (cache / f"{classcache.archive_name(JAVA)}.jsa").write_bytes(classcache._MAGIC)
+        assert "-XX:SharedArchiveFile=" in classcache.java_options(JAVA)
+
+
+def test_a_directory_others_can_write_is_not_used(cache):
+    cache.mkdir(mode=0o700)
+    cache.chmod(0o777)
+    assert classcache.cache_dir() is None and classcache.java_options(JAVA) == ""
+
+
+def test_a_path_the_jvm_options_would_split_is_not_used(tmp_path, monkeypatch):
+    monkeypatch.setenv("EVTIME_CACHE_DIR", str(tmp_path / "my cache"))
+    monkeypatch.delenv("EVTIME_CLASS_CACHE", raising=False)
+    assert classcache.cache_dir() is None
+
+
+@pytest.mark.cli
+def test_a_real_run_writes_the_archive_and_the_next_run_maps_it(tmp_path, cli_env):
+    """Through the CLI: the first run's JVM dumps its classes after evtime exits (its
+    stdout is not evtime's), the second run adopts the archive and its JVM maps it."""
+    cache = tmp_path / "cache"
+    env = dict(cli_env, EVTIME_CACHE_DIR=str(cache), EVTIME_CLASS_CACHE="1")
+    args = [sys.executable, "-m", "evtime", "adjust", "-q", "--unit", "msec", "--range", "999"]
+    first = subprocess.run(
+        [*args, str(SAMPLES / "tuples.parquet")], env=env, capture_output=True, timeout=600
+    )
+    assert first.returncode == 0, first.stderr
+    name = None
+    deadline = time.time() + 600  # the dump takes ~15 s on a quiet machine
+    while time.time() < deadline:
+        parts = list(cache.glob("*.part"))
+        if parts and classcache._complete(parts[0]):
+            name = parts[0].name.split(".")[0]
+            break
+        time.sleep(1)
+    assert name, f"no complete archive in {sorted(p.name for p in cache.iterdir())}"
+    log = tmp_path / "cds.log"
+    second = subprocess.run(
+        [
+            *args,
+            "--conf",
+            f"spark.driver.extraJavaOptions=-Xlog:cds=info:file={log}",
+            str(SAMPLES / "tuples.parquet"),
+        ],
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
+    assert second.returncode == 0, second.stderr
+    assert second.stdout == first.stdout and first.stdout.count(b"\n") == 6
+    assert (cache / f"{name}.jsa").is_file() and not list(cache.glob("*.part"))
+    text = log.read_text()
+    assert f"Opened archive {cache / name}.jsa" in text and "Mapped dynamic region" in text
