@@ -60,7 +60,7 @@ def prepare_archive() -> None:
         if time.monotonic() - t > 900:
             raise SystemExit(f"no class archive in {CACHE} after 15 minutes")
         time.sleep(2)
-        run([], env=dict(os.environ, **SHIPPED, EVTIME_CLASS_CACHE="read"))
+        run([], env=dict(os.environ, **{**SHIPPED, "EVTIME_CLASS_CACHE": "read"}))
     print(f"# class archive: the run that writes it took {took:.1f}s", flush=True)
 
 
@@ -77,7 +77,10 @@ def run(confs: list[str], extra: list[str] | None = None, env: dict | None = Non
     # (a JVM still shutting down after evtime exited would otherwise hold the pipes)
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile("w+") as err:
         t = time.monotonic()
-        code = subprocess.run(args, stdout=out, stderr=err, env=env or os.environ).returncode
+        # (not in the source tree: `python -m` would import the evtime found there first)
+        code = subprocess.run(
+            args, stdout=out, stderr=err, env=env or os.environ, cwd=tempfile.gettempdir()
+        ).returncode
         took = time.monotonic() - t
         err.seek(0)
         text = err.read()

@@ -90,7 +90,9 @@ def adjust(**kw) -> None:
         df, out.columns = _with_bounds(df, spec, lay, kw, inp, out.columns)
         out.routes = ("out", "emit")
     elif not in_order:
-        df = engine.order(df)
+        # a small input read here: its time range is known, no job to find it
+        limits = engine.evtime_limits(spec, inp.time_range) if inp.time_range else None
+        df = engine.order(df, limits)
     df = run.with_rejected(df, inp)
     counts = run.write_and_publish(df, sinks, lay)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"])

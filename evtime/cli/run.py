@@ -34,6 +34,8 @@ class Inputs:
     bad_rows: str = "fail"
     rejected: object = None  # --bad-rows discard: the bad rows (a DataFrame), set by start()
     counted: tuple[int, int] | None = None  # (good, bad) rows, when start() counted them
+    # the least and the greatest input time (ns), when start() read the input itself
+    time_range: tuple[int | None, int | None] | None = None
 
 
 @dataclass
@@ -130,6 +132,10 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         bad = table.column(reader.BAD).null_count if reader.BAD in table.schema.names else None
         # counted here: good rows, bad rows (--bad-rows discard)
         inp.counted = (table.num_rows, 0) if bad is None else (bad, table.num_rows - bad)
+        import pyarrow.compute as pc
+
+        least, most = pc.min_max(table.column(reader.T)).values()
+        inp.time_range = (least.as_py(), most.as_py())
         df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
     elif files:
         df, lay = reader.read(spark, files, opts, lay)

@@ -151,9 +151,19 @@ def with_discard_columns(df: DataFrame, spec: AdjustSpec) -> DataFrame:
     return df.withColumn("reason", F.when(F.col(KEEP), None).otherwise(_reason(spec, "bound")))
 
 
-def order(df: DataFrame) -> DataFrame:
-    """Output order: (evtime, arrival)."""
-    return sort_in_parts(df, EVT, SEQ)
+def order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataFrame:
+    """Output order: (evtime, arrival); ``limits``: the least and the greatest evtime, when
+    known (see :func:`evtime_limits`)."""
+    return sort_in_parts(df, EVT, SEQ, limits=limits)
+
+
+def evtime_limits(spec: AdjustSpec, times: tuple[int | None, int | None]) -> tuple[int, int] | None:
+    """The least and the greatest evtime from the least and the greatest time (truncation
+    is monotone), or None when there are no times."""
+    lo, hi = times
+    if lo is None or hi is None:
+        return None
+    return lo - lo % spec.unit_ns, hi - hi % spec.unit_ns
 
 
 def explain(df: DataFrame, spec: AdjustSpec, sources: list[str]) -> DataFrame:
