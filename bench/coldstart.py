@@ -17,6 +17,8 @@ import sys
 import tempfile
 import time
 
+import archive
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = ["adjust", "--unit", "msec", "--range", "999", os.path.join(ROOT, "samples/tuples.parquet")]
 FAST_JIT = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
@@ -31,7 +33,7 @@ VARIANTS = {
 }
 # As shipped (evtime's own start-up choices), and with one of them off: environment
 # settings.  The class-data archive lives in a directory of the benchmark's own, written
-# by one run before the rounds (see prepare_archive).
+# by one run before the rounds (bench/archive.py).
 CACHE = os.path.join(tempfile.gettempdir(), "evtime-bench-cache")
 SHIPPED = {"EVTIME_CACHE_DIR": CACHE, "EVTIME_CLASS_CACHE": "1", "EVTIME_FAST_START": "1"}
 ENV_VARIANTS = {
@@ -47,21 +49,6 @@ ENV_VARIANTS = {
 }
 for _n, (_label, _env) in ENV_VARIANTS.items():
     VARIANTS[_n] = (_label, [])
-
-
-def prepare_archive() -> None:
-    """One run writes the class-data archive; wait until its JVM has (the next run adopts
-    the part file), so that every timed S/T run maps it."""
-    if any(f.endswith(".jsa") for f in os.listdir(CACHE)) if os.path.isdir(CACHE) else False:
-        return
-    took = run([], env=dict(os.environ, **SHIPPED))
-    t = time.monotonic()
-    while not any(f.endswith(".jsa") for f in os.listdir(CACHE)):
-        if time.monotonic() - t > 900:
-            raise SystemExit(f"no class archive in {CACHE} after 15 minutes")
-        time.sleep(2)
-        run([], env=dict(os.environ, **{**SHIPPED, "EVTIME_CLASS_CACHE": "read"}))
-    print(f"# class archive: the run that writes it took {took:.1f}s", flush=True)
 
 
 def load() -> float:
@@ -107,7 +94,7 @@ def main() -> None:
         VARIANTS["O"] = (ENV_VARIANTS["O"][0], [])
         names.append("O")
     if {"S", "T", "O"} & set(names):
-        prepare_archive()
+        archive.ensure(dict(os.environ, **SHIPPED))
     times: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     for r in range(a.repeat):
         for n in names:
