@@ -34,11 +34,13 @@ def running(
     order: str,
     aggs: Mapping[str, tuple[str, str]],
     descending: bool = False,
+    at: DataFrame | None = None,
 ) -> DataFrame:
     """Running aggregates over the rows *before* each row of a small table (one row per
     (keys, order) value: per-chunk or per-bucket aggregates).  ``aggs`` maps an output name
     to ``(function, column)``, e.g. ``{"_off": ("sum", "_n")}``; a row with nothing before
-    it gets null.  Returns ``(by..., order, outputs...)``.
+    it gets null.  Returns ``(by..., order, outputs...)``; without keys, ``at`` (a table of
+    ``order`` values) gives the values to return rows for instead of the table's own.
 
     With keys this is a window partitioned by the keys.  Without keys a window would need
     every row in one partition (an exchange into a single partition); instead the small
@@ -58,7 +60,8 @@ def running(
     )
     before = F.col("_ro") > F.col(order) if descending else F.col("_ro") < F.col(order)
     return (
-        small.select(order)
+        (small if at is None else at)
+        .select(order)
         .join(other, before, "left")
         .groupBy(order)
         .agg(*[getattr(F, fn)(f"_rx_{c}").alias(out) for out, (fn, c) in aggs.items()])
@@ -272,7 +275,10 @@ def first_above_in_parts(
         .groupBy(*by, F.col("p").alias(PART))
         .agg(F.min("m").alias("_fa_m"))
     )
-    carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True)
+    # (without keys, for every possible part: running() would otherwise join the
+    # aggregate with itself, and Spark computes it, a scan of the input, twice)
+    every = None if by else df.sparkSession.range(1 << BUCKET_BITS).withColumnRenamed("id", PART)
+    carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=every)
     probe = "_fa_probe"  # rows that only take part in the search
     carry = carry.where(F.col(arrival).isNotNull()).select(
         *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(probe)
