@@ -106,8 +106,9 @@ def _adopt(folder: Path, name: str) -> None:
         lock.unlink(missing_ok=True)
 
 
-def java_options(java_id: str) -> str:
-    """The JVM options for this run: use the archive, or write it, or neither."""
+def java_options(java_id: str, write: bool = True) -> str:
+    """The JVM options for this run: use the archive, or write it (unless ``write`` is
+    False: a JVM that outlives this run, such as the reused server), or neither."""
     folder = cache_dir()
     if folder is None:
         return ""
@@ -116,7 +117,7 @@ def java_options(java_id: str) -> str:
     archive = folder / f"{name}.jsa"
     if archive.is_file():
         return f"-XX:SharedArchiveFile={archive} -Xshare:auto {QUIET}"
-    if _mode() == "read":
+    if _mode() == "read" or not write:
         return ""
     try:
         fd = os.open(folder / f"{name}.lock", os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)

@@ -214,11 +214,11 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
         if opts.master:
             builder = builder.master(opts.master)
     else:
+        from pyspark.find_spark_home import _find_spark_home
+
         from evtime import classcache
 
         java_id = check_java()
-        from pyspark.find_spark_home import _find_spark_home
-
         # (spark-submit would otherwise start a Python to find it)
         os.environ.setdefault("SPARK_HOME", _find_spark_home())
         master = opts.master or "local[*]"
@@ -278,11 +278,15 @@ def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):
             "--reuse-server runs a local server: it does not combine with --master "
             f"{master} (use --remote sc://HOST:PORT for a remote server)"
         )
-    check_java()
+    from evtime import classcache
+
+    java_id = check_java()
     # the server's Python workers must import evtime: use this interpreter
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     conf.update(LOCAL_CONF)
-    conf["spark.driver.extraJavaOptions"] = _log4j_options(opts.verbose)
+    # (the server maps the class archive when there is one; it lives too long to write it)
+    java_opts = f"{_log4j_options(opts.verbose)} {classcache.java_options(java_id, write=False)}"
+    conf["spark.driver.extraJavaOptions"] = java_opts.rstrip()
     conf.update(opts.conf)
     _allow_slow_server_start()
     builder = builder.remote(master).config("spark.local.connect.reuse", "true")

@@ -134,3 +134,11 @@ def test_a_real_run_writes_the_archive_and_the_next_run_maps_it(tmp_path, cli_en
     assert (cache / f"{name}.jsa").is_file() and not list(cache.glob("*.part"))
     text = log.read_text()
     assert f"Opened archive {cache / name}.jsa" in text and "Mapped dynamic region" in text
+
+
+def test_a_jvm_that_outlives_the_run_only_maps_the_archive(cache):
+    """The reused server (write=False) never takes the lock; it maps an archive there is."""
+    assert classcache.java_options(JAVA, write=False) == ""
+    assert not any(p.name.endswith(".lock") for p in cache.iterdir())
+    (cache / f"{classcache.archive_name(JAVA)}.jsa").write_bytes(classcache._MAGIC)
+    assert "-XX:SharedArchiveFile=" in classcache.java_options(JAVA, write=False)
