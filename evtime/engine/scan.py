@@ -55,10 +55,6 @@ def running(
             *by, order, *[getattr(F, fn)(c).over(w).alias(out) for out, (fn, c) in aggs.items()]
         )
     cols = sorted({c for _, c in aggs.values()})
-    if at is None:
-        # used on both sides of the join: cached, or Spark computes it (and scans what it
-        # aggregates) twice
-        small = small.cache()
     other = F.broadcast(
         small.select(F.col(order).alias("_ro"), *[F.col(c).alias(f"_rx_{c}") for c in cols])
     )
