@@ -304,7 +304,10 @@ def bound(**kw) -> None:
     out_frame, key_lay = _output(w, spec, names, sinks[0], lay)
     # every arrival is routed (the late rows to --discards, if given): the summary's
     # counts come from the writes
-    rows = engine.late_in_order(engine.routed(cl, spec, bool(kw["discards"])))
+    # (without --discards they are only counted: no order needed)
+    rows = engine.routed(cl, spec, bool(kw["discards"]))
+    if kw["discards"]:
+        rows = engine.late_in_order(rows)
     n = run.publish_jobs(
         [(out_frame, sinks[:1], key_lay), (run.with_rejected(rows, inp), sinks[1:], lay)]
     )
