@@ -97,7 +97,8 @@ def _tree(plan: str) -> list[tuple[int, str, int]]:
     outline = plan.split("\n\n\n", 1)[0].splitlines()[1:]
     nodes = []
     for line in outline:
-        m = re.match(r"^(?P<pre>[ :+\-|]*)(?P<name>[A-Za-z][\w ]*?) \((?P<id>\d+)\)", line)
+        # (a plan that is not adaptive marks whole-stage-codegen nodes with "* ")
+        m = re.match(r"^(?P<pre>[ :+\-|]*)(\* )?(?P<name>[A-Za-z][\w ]*?) \((?P<id>\d+)\)", line)
         if m:
             nodes.append((len(m.group("pre")), m.group("name"), int(m.group("id"))))
     return nodes
