@@ -10,27 +10,36 @@ benchmark starts alike.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 SAMPLE = Path(__file__).resolve().parent.parent / "samples" / "tuples.parquet"
 JOB = ["adjust", "-q", "--unit", "msec", "--range", "999", str(SAMPLE)]
 
 
-def _archives(env: dict[str, str]) -> list[str]:
-    from evtime import classcache
-
+@contextlib.contextmanager
+def _environ(env: dict[str, str]) -> Iterator[None]:
+    """This process's environment with ``env`` on top (evtime.classcache reads it)."""
     saved = os.environ.copy()
     os.environ.update(env)
     try:
-        folder = classcache.cache_dir()
+        yield
     finally:
         os.environ.clear()
         os.environ.update(saved)
+
+
+def _archives(env: dict[str, str]) -> list[str]:
+    from evtime import classcache
+
+    with _environ(env):
+        folder = classcache.cache_dir()
     return [] if folder is None else [str(p) for p in folder.glob("*.jsa")]
 
 
@@ -63,10 +72,5 @@ def ensure(env: dict[str, str], timeout: float = 900) -> str:
     from evtime import classcache
     from evtime.session import check_java
 
-    saved = os.environ.copy()
-    os.environ.update({**env, "EVTIME_CLASS_CACHE": "read"})
-    try:
+    with _environ({**env, "EVTIME_CLASS_CACHE": "read"}):
         return classcache.java_options(check_java())
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)

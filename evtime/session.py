@@ -198,6 +198,7 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
     conf = dict(DEFAULT_CONF)
     if opts.reuse_server and not opts.remote:
         return _reused_server_session(builder, opts, conf)
+    launch = False  # evtime starts the driver JVM (local mode or a cluster's client)
     if opts.remote:
         check_reachable(opts.remote)
         builder = builder.remote(opts.remote)
@@ -229,7 +230,8 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
         java_opts = _log4j_options(opts.verbose)
         if opts.fast_start:
             java_opts = f"{java_opts} {FAST_JVM}"
-        if not _jvm_running():
+        launch = not _jvm_running()  # (a JVM already there keeps its options)
+        if launch:
             java_opts = f"{java_opts} {classcache.java_options(java_id)}".rstrip()
         extra = opts.conf.get("spark.driver.extraJavaOptions")
         conf["spark.driver.extraJavaOptions"] = f"{java_opts} {extra}" if extra else java_opts
@@ -238,7 +240,7 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
         builder = builder.config(key, value)
     restore = _filter_jvm_stderr(opts.verbose) if not opts.remote else None
     try:
-        if not (opts.remote or _jvm_running()):
+        if launch:
             _launch_jvm(conf, opts.master or "local[*]")
         spark = builder.getOrCreate()
     finally:
