@@ -183,18 +183,24 @@ def _check_columns(spec):
 
 
 def _windows(cl, spec, items, columns: list[str], rows=None, keep=None):
-    """The windows; an --agg that Spark cannot analyse is a usage error, and one naming a
-    column the input lacks lists the columns and a close match."""
+    """The windows (see :func:`_analysed`)."""
+    from evtime.engine import bound as engine
+
+    return _analysed(lambda: engine.windows(cl, spec, items, rows, keep), columns)
+
+
+def _analysed(aggregate, columns: list[str]):
+    """``aggregate()``, where an --agg that Spark cannot analyse is a usage error, and one
+    naming a column the input lacks lists the columns and a close match."""
     import re
 
     from pyspark.errors import AnalysisException
 
-    from evtime.engine import bound as engine
     from evtime.errors import UsageError
     from evtime.io.reader import suggest
 
     try:
-        return engine.windows(cl, spec, items, rows, keep)
+        return aggregate()
     except AnalysisException as err:
         lines = str(err).strip().splitlines()
         first = lines[0] if lines else str(err)
@@ -299,6 +305,12 @@ def bound(**kw) -> None:
     spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     sinks = _sinks(kw, spec, lay)
+    if not kw["discards"] and all(isinstance(a, str) for a in items):
+        n = _in_one_pass(df, spec, items, sinks[0], lay)
+        n["discard"] = n.get("discard", 0) + run.rejected_count(inp)
+        counts = _counts(n)
+        detail = _detail(n, counts)
+        return run.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
     cl = engine.prepare(df, spec)
     w, names = _windows(cl, spec, items, lay.schema.names)
     out_frame, key_lay = _output(w, spec, names, sinks[0], lay)
@@ -311,12 +323,30 @@ def bound(**kw) -> None:
     n = run.publish_jobs(
         [(out_frame, sinks[:1], key_lay), (run.with_rejected(rows, inp), sinks[1:], lay)]
     )
-    counts = {
+    counts = _counts(n)
+    run.summary("bound", ses, counts, started, read, kw.get("max_discards"), _detail(n, counts))
+
+
+def _in_one_pass(df, spec, items, out, lay) -> dict[str, int]:
+    """Only the windows are written: one aggregate over the classified rows gives them, the
+    closing search's points and the route counts (:mod:`evtime.engine.bound_tally`)."""
+    from evtime.engine import bound as engine
+    from evtime.engine import bound_tally
+
+    cl = engine.classify(df, spec)
+    t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
+    t = t.localCheckpoint()  # (the small table: everything below reads it)
+    out_frame, key_lay = _output(bound_tally.windows(t, spec, names), spec, names, out, lay)
+    n = run.publish_jobs([(out_frame, [out], key_lay)])
+    return {**n, **bound_tally.route_counts(t)}
+
+
+def _counts(n: dict[str, int]) -> dict[str, int]:
+    return {
         "out": n.get("released", 0) + n.get("adjusted", 0),
         "discard": n.get("discard", 0),
         "bound": n.get("bound", 0),
     }
-    run.summary("bound", ses, counts, started, read, kw.get("max_discards"), _detail(n, counts))
 
 
 def _detail(n: dict[str, int], counts: dict[str, int]) -> str:

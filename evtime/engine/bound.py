@@ -290,24 +290,40 @@ def check_names(spec: BoundSpec, names: list[str]) -> None:
         seen.add(n)
 
 
-def close(w: DataFrame, cl: DataFrame, spec: BoundSpec) -> DataFrame:
-    """Add ``CLOSED``: the arrival whose bound made each window final (null: end of input)."""
-    keys = list(spec.keys)
-    w = w.withColumn("_q", F.monotonically_increasing_id()).localCheckpoint()
-    queries = w.select(*keys, "_q", (F.col(WS) + F.lit(spec.close_after)).alias("_v"))
-    moved = F.col(AFTER).isNotNull() & (F.col(BEFORE).isNull() | (F.col(AFTER) > F.col(BEFORE)))
-    # a bound x closes the windows starting at or before x - close_after: the bounds that
-    # close the same windows (the same latest start g) are one point of the search, (g +
-    # close_after, their first arrival), so it runs over about as many points as windows
+def raises_bound() -> Column:
+    """Arrivals that raise their key's bound (only they can close a window first)."""
+    return F.col(AFTER).isNotNull() & (F.col(BEFORE).isNull() | (F.col(AFTER) > F.col(BEFORE)))
+
+
+def closing_value(spec: BoundSpec) -> Column:
+    """The search value of an arrival's bound: a bound x closes the windows starting at or
+    before x - close_after, so the bounds that close the same windows (the same latest start
+    g) are one point of the search, (g + close_after, their first arrival), and it runs over
+    about as many points as windows."""
     x = F.col(AFTER) - F.lit(spec.close_after)
-    latest = x - F.pmod(x - F.lit(spec.offset), F.lit(spec.step))
-    data = (
-        cl.where(moved)
-        .groupBy(*keys, (latest + F.lit(spec.close_after)).alias("_v"))
+    return x - F.pmod(x - F.lit(spec.offset), F.lit(spec.step)) + F.lit(spec.close_after)
+
+
+def close_points(cl: DataFrame, spec: BoundSpec) -> DataFrame:
+    """``(keys..., _v, _a)``: the points of the closing search (:func:`close`)."""
+    return (
+        cl.where(raises_bound())
+        .groupBy(*spec.keys, closing_value(spec).alias("_v"))
         .agg(F.min(ARRIVAL).alias("_a"))
     )
-    found = first_above(queries, data, keys, CLOSED, strict=False)
-    return join_small(w, found, ["_q"]).drop("_q")
+
+
+def close(w: DataFrame, points: DataFrame, spec: BoundSpec) -> DataFrame:
+    """Add ``CLOSED``: the arrival whose bound made each window final (null: end of input),
+    the first of ``points`` (:func:`close_points`) at or above the window's start +
+    close_after."""
+    keys = list(spec.keys)
+    # (a window is one (keys, start): its start is the query's id among the key's)
+    queries = w.select(
+        *keys, F.col(WS).alias("_q"), (F.col(WS) + F.lit(spec.close_after)).alias("_v")
+    )
+    found = first_above(queries, points, keys, CLOSED, strict=False, keep_by=keys)
+    return join_small(w, found.withColumnRenamed("_q", WS), [*keys, WS])
 
 
 def release_order(spec: BoundSpec) -> list[Column]:
@@ -326,7 +342,8 @@ def windows(
     also those carried), ``keep``: which windows (see :func:`aggregate`)."""
     w, names = aggregate(cl if rows is None else rows, spec, items, keep)
     check_names(spec, names)
-    return close(w, cl, spec), names
+    w = w.localCheckpoint()  # (read twice by the search)
+    return close(w, close_points(cl, spec), spec), names
 
 
 def output(w: DataFrame, spec: BoundSpec, names: list[str]) -> DataFrame:

@@ -81,6 +81,23 @@ def join_small(df: DataFrame, small: DataFrame, on: Sequence[str]) -> DataFrame:
     return df.join(renamed, cond, "left").drop(*[f"_r_{c}" for c in on])
 
 
+def _carried_in(
+    df: DataFrame, by: Sequence[str], carry: DataFrame, values: Sequence[str]
+) -> DataFrame:
+    """``df`` plus one *probe* row per ``(by..., chunk)`` of ``carry``, with its ``values``
+    (what the chunks before carry in) and ``_evt_seq`` below every arrival, so that it
+    sorts first in its chunk: a window over ``(by, chunk)`` in ``_evt_seq`` order then
+    includes the carry in every row's frame, and no join brings it to the rows (a join
+    would shuffle every row once more: it needs another partitioning than the window)."""
+    rows = carry.select(
+        *by, CHUNK, *values, F.lit(-(1 << 63)).alias(SEQ), F.lit(True).alias(_PROBE)
+    )
+    return df.withColumn(_PROBE, F.lit(False)).unionByName(rows, allowMissingColumns=True)
+
+
+_PROBE = "_evt_probe"
+
+
 def prefix_max(
     df: DataFrame, values: Mapping[str, Column | str], by: Sequence[str] = (), inclusive=True
 ) -> DataFrame:
@@ -89,18 +106,7 @@ def prefix_max(
     ``inclusive=False`` excludes the row itself (the bound in force when it arrives).
     Nulls are ignored; a key with no value yet gives null.
     """
-    vals = {out: (F.col(v) if isinstance(v, str) else v) for out, v in values.items()}
-    per_chunk = df.groupBy(*by, CHUNK).agg(
-        *[F.max(v).alias(f"_pm_{out}") for out, v in vals.items()]
-    )
-    carry = running(per_chunk, by, CHUNK, {f"_pc_{o}": ("max", f"_pm_{o}") for o in vals})
-    rows = (
-        Window.partitionBy(*by, CHUNK).orderBy(SEQ).rowsBetween(UNBOUNDED, 0 if inclusive else -1)
-    )
-    out_df = join_small(df, carry, [*by, CHUNK])
-    for out, v in vals.items():
-        out_df = out_df.withColumn(out, F.greatest(F.col(f"_pc_{out}"), F.max(v).over(rows)))
-    return out_df.drop(*[f"_pc_{out}" for out in vals])
+    return prefix_count_max(df, {}, values, by, inclusive)
 
 
 def value_limits(df: DataFrame, col: str) -> tuple[int | None, int | None]:
@@ -170,9 +176,11 @@ def first_above(
     return found.select(*keep_by, "_q", F.least("_bc", "_in").alias(out))
 
 
-def count_offsets(df: DataFrame, group: str, out: str) -> DataFrame:
-    """``(group, out)``: how many rows of ``df`` are in groups before each group."""
-    counts = df.groupBy(group).agg(F.count(F.lit(1)).alias("_n"))
+def count_offsets(df: DataFrame, group: str, out: str, weight: str | None = None) -> DataFrame:
+    """``(group, out)``: how many rows of ``df`` are in groups before each group (with
+    ``weight``, a column of row counts: their sum)."""
+    n = F.sum(weight) if weight else F.count(F.lit(1))
+    counts = df.groupBy(group).agg(n.alias("_n"))
     return running(counts, (), group, {"_before": ("sum", "_n")}).select(
         group, F.coalesce("_before", F.lit(0)).alias(out)
     )
@@ -185,12 +193,19 @@ def chunk_offsets(df: DataFrame, out: str) -> DataFrame:
 
 def arrival_numbers(df: DataFrame, out: str = "arrival") -> DataFrame:
     """1-based arrival numbers over the whole input (dense), from per-chunk counts."""
-    offsets = chunk_offsets(df, "_off")
+    return numbered(df, SEQ, chunk_offsets(df, "_off"), out)
+
+
+def numbered(df: DataFrame, seq: str, offsets: DataFrame, out: str) -> DataFrame:
+    """Add ``out``: the 1-based arrival number of the ``_evt_seq`` value in column ``seq``
+    (null stays null), from ``offsets`` ``(_evt_chunk, _off)`` (:func:`chunk_offsets`)."""
     mask = (1 << CHUNK_SHIFT) - 1
+    # (broadcast: one row per 2^20 arrivals; a shuffle join would move every row)
+    offsets = F.broadcast(offsets.withColumnRenamed(CHUNK, "_nb_chunk"))
     return (
-        join_small(df, offsets, [CHUNK])
-        .withColumn(out, F.col("_off") + F.col(SEQ).bitwiseAND(F.lit(mask)) + 1)
-        .drop("_off")
+        df.join(offsets, F.shiftright(seq, CHUNK_SHIFT) == F.col("_nb_chunk"), "left")
+        .withColumn(out, F.col("_off") + F.col(seq).bitwiseAND(F.lit(mask)) + 1)
+        .drop("_off", "_nb_chunk")
     )
 
 
@@ -366,12 +381,17 @@ def prefix_count_max(
     counts: Mapping[str, Column],
     maxes: Mapping[str, Column | str] | None = None,
     by: Sequence[str] = (),
+    inclusive: bool = True,
 ) -> DataFrame:
     """Add, per ``out -> cond`` in ``counts``, how many of the key's arrivals up to and
     including this one satisfy ``cond``, and per ``out -> value`` in ``maxes`` the running
-    max (as :func:`prefix_max`, inclusive): running sums and maxima in the same two passes."""
+    max (as :func:`prefix_max`): running sums and maxima in the same two passes, per-chunk
+    aggregates carried into a window over each (key, chunk) (:func:`_carried_in`).
+    ``inclusive=False`` leaves the row itself out."""
     maxes = maxes or {}
-    ones = {f"_pn_{o}": F.when(c, F.lit(1)).otherwise(F.lit(0)) for o, c in counts.items()}
+    ones = {
+        f"_pn_{o}": F.when(c, F.lit(1)).otherwise(F.lit(0)).cast("long") for o, c in counts.items()
+    }
     vals = {f"_pv_{o}": (F.col(v) if isinstance(v, str) else v) for o, v in maxes.items()}
     df = df.withColumns({**ones, **vals})
     per_chunk = df.groupBy(*by, CHUNK).agg(
@@ -382,18 +402,18 @@ def prefix_count_max(
         by,
         CHUNK,
         {
-            **{f"_pc{c}": ("sum", f"_pk{c}") for c in ones},
-            **{f"_pc{c}": ("max", f"_pk{c}") for c in vals},
+            **{c: ("sum", f"_pk{c}") for c in ones},
+            **{c: ("max", f"_pk{c}") for c in vals},
         },
     )
-    rows = Window.partitionBy(*by, CHUNK).orderBy(SEQ).rowsBetween(UNBOUNDED, 0)
-    out_df = join_small(df, carry, [*by, CHUNK])
-    new = {
-        o: F.coalesce(F.col(f"_pc_pn_{o}"), F.lit(0)) + F.sum(f"_pn_{o}").over(rows) for o in counts
-    }
-    new.update({o: F.greatest(F.col(f"_pc_pv_{o}"), F.max(f"_pv_{o}").over(rows)) for o in maxes})
-    out_df = out_df.withColumns(new)
-    return out_df.drop(*ones, *vals, *[f"_pc{c}" for c in [*ones, *vals]])
+    both = _carried_in(df, by, carry, [*ones, *vals])
+    rows = (
+        Window.partitionBy(*by, CHUNK).orderBy(SEQ).rowsBetween(UNBOUNDED, 0 if inclusive else -1)
+    )
+    new = {o: F.coalesce(F.sum(f"_pn_{o}").over(rows), F.lit(0)) for o in counts}
+    new.update({o: F.max(f"_pv_{o}").over(rows) for o in maxes})
+    out_df = both.withColumns(new).where(~F.col(_PROBE))
+    return out_df.drop(*ones, *vals, _PROBE)
 
 
 def positions_by(df: DataFrame, lead: str, order: Sequence[Column | str], out: str) -> DataFrame:

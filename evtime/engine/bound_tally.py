@@ -1,0 +1,116 @@
+"""``bound`` in one pass over the classified rows, for runs that write only the windows.
+
+:func:`bound.prepare` numbers and checkpoints every classified row, because the windows,
+the closing search, the route counts and ``--discards`` each read them.  When only the
+windows are written (no ``--discards``, ``--state`` or Python aggregate), all the rows give
+is a small table: one aggregate (:func:`tally`) over the unnumbered, uncheckpointed rows
+of :func:`bound.classify` turns every row into *facts* grouped three ways at once:
+
+* ``window`` - one per window an accepted row enters, grouped by (keys, start), with the
+  ``--agg`` aggregates and the row count: the windows;
+* ``point`` - one per arrival that raises its key's bound, grouped by (keys, search value)
+  with the least ``_evt_seq``: the points of the closing search (:func:`bound.close_points`);
+* ``count`` - one per arrival, grouped by (chunk, route): the route counts of the summary
+  and the per-chunk counts that turn a ``_evt_seq`` into an arrival number.
+
+Everything after it (:func:`windows`) runs over that table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+from evtime.engine import present
+from evtime.engine.bound import (
+    DECISION,
+    ROWS,
+    WS,
+    BoundSpec,
+    accepted,
+    check_names,
+    close,
+    closing_value,
+    last_start,
+    quote,
+    raises_bound,
+    window_starts,
+)
+from evtime.engine.scan import count_offsets, numbered
+from evtime.io.reader import CHUNK, SEQ
+
+FACT, GROUP, ROUTED, LEAST = "_evt_fact", "_evt_group", "_evt_routed", "_evt_least"
+WINDOW, POINT, COUNT = 0, 1, 2
+
+
+def _fact(kind: int, group: Column) -> Column:
+    return F.struct(F.lit(kind).alias("f"), group.cast("long").alias("g"))
+
+
+def route() -> Column:
+    """The route that counts an arrival (as :func:`bound.routed`)."""
+    d = F.col(DECISION)
+    return (
+        F.when(d == present.DISCARDED, "discard")
+        .when(d == present.BOUND, "bound")
+        .when(d == present.ADJUSTED, "adjusted")
+        .otherwise("released")
+    )
+
+
+def tally(cl: DataFrame, spec: BoundSpec, items: Sequence[str]) -> tuple[DataFrame, list[str]]:
+    """The facts of every row of ``cl`` (:func:`bound.classify`) aggregated:
+    ``(FACT, GROUP, ROUTED, keys..., aggregates..., ROWS, LEAST)``, and the aggregates'
+    column names in ``--agg`` order.  ``items``: Spark SQL aggregate expressions."""
+    # (no higher-order function such as transform: they are not compiled to code, and
+    # cost more than the whole aggregate here)
+    if spec.step > spec.size or (spec.step == spec.size and not spec.inclusive):
+        # tumbling with exclusive ends, or gapped: at most one window per row
+        x, first = cl, F.lit(True)
+        start = F.when(accepted(), last_start(spec))
+    else:  # hopping: a row per window (one for a row in none), its facts on the first
+        starts = F.when(accepted(), window_starts(spec))
+        x = cl.select("*", F.posexplode_outer(starts).alias("_evt_i", "_evt_s"))
+        first, start = F.coalesce(F.col("_evt_i"), F.lit(0)) == 0, F.col("_evt_s")
+    facts = F.array(
+        _fact(WINDOW, start),
+        _fact(POINT, F.when(first & raises_bound(), closing_value(spec))),
+        _fact(COUNT, F.when(first, F.col(CHUNK))),
+    )
+    x = x.withColumn(ROUTED, route()).select("*", F.explode(facts).alias("_evt_x"))
+    x = x.where(F.col("_evt_x.g").isNotNull())
+    kind = F.col("_evt_x.f")
+    t = x.groupBy(
+        kind.alias(FACT),
+        F.col("_evt_x.g").alias(GROUP),
+        F.when(kind == COUNT, F.col(ROUTED)).alias(ROUTED),
+        *[F.when(kind != COUNT, F.col(k)).alias(k) for k in spec.keys],
+    ).agg(
+        *[F.expr(a) for a in items],
+        F.count(F.lit(1)).alias(ROWS),
+        F.min(SEQ).alias(LEAST),
+    )
+    names = t.columns[3 + len(spec.keys) : -2]  # (analysed: a bad --agg fails here)
+    check_names(spec, names)
+    return t, names
+
+
+def windows(t: DataFrame, spec: BoundSpec, names: Sequence[str]) -> DataFrame:
+    """The windows of a :func:`tally` with their closing arrival (as :func:`bound.windows`)."""
+    keys = list(spec.keys)
+    counts = t.where(F.col(FACT) == COUNT).select(F.col(GROUP).alias(CHUNK), ROWS)
+    offsets = count_offsets(counts, CHUNK, "_off", weight=ROWS)
+    points = t.where(F.col(FACT) == POINT).select(*keys, F.col(GROUP).alias("_v"), LEAST)
+    points = numbered(points, LEAST, offsets, "_a").drop(LEAST)
+    w = t.where(F.col(FACT) == WINDOW).select(
+        *keys, F.col(GROUP).alias(WS), *[F.col(quote(n)) for n in names], ROWS
+    )
+    return close(w, points, spec)
+
+
+def route_counts(t: DataFrame) -> dict[str, int]:
+    """Arrivals per route (a few rows to the driver)."""
+    rows = t.where(F.col(FACT) == COUNT).groupBy(ROUTED).agg(F.sum(ROWS).alias("n")).collect()
+    return {r[ROUTED]: int(r["n"]) for r in rows}
