@@ -59,6 +59,7 @@ from evtime.engine.scan import (
     arrival_numbers,
     chunk_offsets,
     first_above,
+    numbered,
     positions,
     prefix_max,
 )
@@ -77,7 +78,6 @@ BB = "_evt_b_before"  # stream bound B before the arrival
 SEG = "_evt_seg"
 ARRIVAL = "_evt_arrival"
 NEG, POS = -(2**63), 2**63 - 1  # -inf / +inf for D inside the engine (never shown)
-_MASK = (1 << CHUNK_SHIFT) - 1
 
 
 @dataclass(frozen=True)
@@ -578,19 +578,6 @@ def bound_time_value(lay: Layout, fmt: str | None, tz: str | None) -> Column:
 # ---------------------------------------------------------------------------- explain
 
 
-def _offsets(df: DataFrame) -> DataFrame:
-    """Arrivals before each chunk (a small table: one row per chunk)."""
-    return chunk_offsets(df, "_aoff").withColumnRenamed(CHUNK, "_ac")
-
-
-def _arrival_of(df: DataFrame, offsets: DataFrame, seq_col: str, out: str) -> DataFrame:
-    """``out`` = the 1-based arrival number of the arrival whose _evt_seq is in ``seq_col``."""
-    df = df.withColumn("_ac", F.shiftright(F.col(seq_col), CHUNK_SHIFT))
-    df = df.join(offsets, "_ac", "left")
-    value = F.col("_aoff") + F.col(seq_col).bitwiseAND(F.lit(_MASK)) + 1
-    return df.withColumn(out, F.when(F.col(seq_col).isNotNull(), value)).drop("_ac", "_aoff")
-
-
 def _blame(spec: MergeSpec) -> Column:
     """Why a released row was held: the state of the definitive time at its arrival."""
     rel = F.col("_x_released_by")
@@ -644,9 +631,9 @@ def explain(df: DataFrame, spec: MergeSpec) -> DataFrame:
         df = definitive(df, spec, "_evt_tc", DEF, DEF_ARG, OWN, facts(df, spec))
     else:
         df = df.withColumn(OWN, F.col(OWNP))
-    offsets = _offsets(df)
-    df = _arrival_of(df, offsets, SEQ, ARRIVAL)
-    df = _arrival_of(df, offsets, REL, "_evt_rel_arrival").localCheckpoint()
+    offsets = chunk_offsets(df, "_off")
+    df = numbered(df, SEQ, offsets, ARRIVAL)
+    df = numbered(df, REL, offsets, "_evt_rel_arrival").localCheckpoint()
     df = positions(df, EVT, "output_pos", F.col(KEEP))
     d = F.col(DEF)
     decision = (
