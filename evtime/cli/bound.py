@@ -305,9 +305,8 @@ def bound(**kw) -> None:
     spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     sinks = _sinks(kw, spec, lay)
-    if not kw["discards"] and all(isinstance(a, str) for a in items):
-        n = _in_one_pass(df, spec, items, sinks[0], lay)
-        n["discard"] = n.get("discard", 0) + run.rejected_count(inp)
+    if all(isinstance(a, str) for a in items):
+        n = _in_one_pass(df, spec, items, sinks, lay, inp, read)
         counts = _counts(n)
         detail = _detail(n, counts)
         return run.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
@@ -327,18 +326,31 @@ def bound(**kw) -> None:
     run.summary("bound", ses, counts, started, read, kw.get("max_discards"), _detail(n, counts))
 
 
-def _in_one_pass(df, spec, items, out, lay) -> dict[str, int]:
-    """Only the windows are written: one aggregate over the classified rows gives them, the
-    closing search's points and the route counts (:mod:`evtime.engine.bound_tally`)."""
+def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
+    """Without --state or a Python aggregate: one aggregate over the classified rows gives
+    the windows, the closing search's points and the route counts
+    (:mod:`evtime.engine.bound_tally`); --discards classifies the rows again, for the late
+    ones only, numbered from the tally's counts.  The discards' count is that of the rows
+    written (so the summary checks the tally against them)."""
     from evtime.engine import bound as engine
     from evtime.engine import bound_tally
 
     cl = engine.classify(df, spec)
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     t = t.localCheckpoint()  # (the small table: everything below reads it)
-    out_frame, key_lay = _output(bound_tally.windows(t, spec, names), spec, names, out, lay)
-    n = run.publish_jobs([(out_frame, [out], key_lay)])
-    return {**n, **bound_tally.route_counts(t)}
+    out_frame, key_lay = _output(bound_tally.windows(t, spec, names), spec, names, sinks[0], lay)
+    jobs = [(out_frame, sinks[:1], key_lay)]
+    if len(sinks) > 1:
+        late = engine.routed(bound_tally.late_rows(cl, t, engine.ARRIVAL), spec, True)
+        late = engine.late_in_order(late, limits=(1, max(read, 1)))
+        jobs.append((run.with_rejected(late, inp), sinks[1:], lay))
+    written = run.publish_jobs(jobs)
+    n = {**bound_tally.route_counts(t), "out": written.get("out", 0)}
+    if len(sinks) > 1:
+        n["discard"] = written.get("discard", 0)
+    else:
+        n["discard"] = n.get("discard", 0) + run.rejected_count(inp)
+    return n
 
 
 def _counts(n: dict[str, int]) -> dict[str, int]:

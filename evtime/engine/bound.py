@@ -424,11 +424,12 @@ def routed(cl: DataFrame, spec: BoundSpec, discard_columns: bool) -> DataFrame:
     return df
 
 
-def late_in_order(df: DataFrame) -> DataFrame:
+def late_in_order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataFrame:
     """``df`` ready for one write: the dropped late rows in arrival order (numbered parts,
     :func:`~evtime.engine.scan.sort_in_parts`), the other rows after them in no order and
-    without a shuffle (they are counted, or written where order does not matter)."""
-    from evtime.engine.scan import AFTER_PARTS, _bucket
+    without a shuffle (they are counted, or written where order does not matter).
+    ``limits``: the least and the greatest arrival number, when known (no aggregate job)."""
+    from evtime.engine.scan import AFTER_PARTS, _bucket, bucketer
     from evtime.io.reader import PART
 
     late = F.coalesce(F.col(DECISION) == present.DISCARDED, F.lit(False))
@@ -436,7 +437,8 @@ def late_in_order(df: DataFrame) -> DataFrame:
     # as sort_in_parts, but the part stays a column expression (ARRIVAL >> 62 is 0) when
     # there is no late row (the bucket is then a literal, and a repartition by a literal is
     # an exchange into a single partition)
-    part = F.shiftright(F.col(ARRIVAL), 62) + _bucket(first, ARRIVAL)
+    bucket = bucketer(*limits)(F.col(ARRIVAL)) if limits else _bucket(first, ARRIVAL)
+    part = F.shiftright(F.col(ARRIVAL), 62) + bucket
     first = (
         first.withColumn(PART, part.cast("long"))
         .repartition(PART)

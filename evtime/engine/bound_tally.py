@@ -100,10 +100,8 @@ def tally(cl: DataFrame, spec: BoundSpec, items: Sequence[str]) -> tuple[DataFra
 def windows(t: DataFrame, spec: BoundSpec, names: Sequence[str]) -> DataFrame:
     """The windows of a :func:`tally` with their closing arrival (as :func:`bound.windows`)."""
     keys = list(spec.keys)
-    counts = t.where(F.col(FACT) == COUNT).select(F.col(GROUP).alias(CHUNK), ROWS)
-    offsets = count_offsets(counts, CHUNK, "_off", weight=ROWS)
     points = t.where(F.col(FACT) == POINT).select(*keys, F.col(GROUP).alias("_v"), LEAST)
-    points = numbered(points, LEAST, offsets, "_a").drop(LEAST)
+    points = numbered(points, LEAST, _offsets(t), "_a").drop(LEAST)
     w = t.where(F.col(FACT) == WINDOW).select(
         *keys, F.col(GROUP).alias(WS), *[F.col(quote(n)) for n in names], ROWS
     )
@@ -114,3 +112,16 @@ def route_counts(t: DataFrame) -> dict[str, int]:
     """Arrivals per route (a few rows to the driver)."""
     rows = t.where(F.col(FACT) == COUNT).groupBy(ROUTED).agg(F.sum(ROWS).alias("n")).collect()
     return {r[ROUTED]: int(r["n"]) for r in rows}
+
+
+def _offsets(t: DataFrame) -> DataFrame:
+    """``(_evt_chunk, _off)``: arrivals before each chunk, from the tally's counts."""
+    counts = t.where(F.col(FACT) == COUNT).select(F.col(GROUP).alias(CHUNK), ROWS)
+    return count_offsets(counts, CHUNK, "_off", weight=ROWS)
+
+
+def late_rows(cl: DataFrame, t: DataFrame, out: str) -> DataFrame:
+    """The dropped late rows of ``cl`` (for ``--discards``), with their arrival number in
+    ``out`` from the tally's counts (the rows are not numbered otherwise)."""
+    late = cl.where(F.col(DECISION) == present.DISCARDED)
+    return numbered(late, SEQ, _offsets(t), out)
