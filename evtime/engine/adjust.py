@@ -24,7 +24,6 @@ from evtime.engine.scan import (
     positions_in_parts,
     prefix_max,
     sort_in_parts,
-    sort_in_parts_marking,
     value_limits,
 )
 from evtime.io.reader import PART, SEQ, T
@@ -89,20 +88,19 @@ def classify_in_order(df: DataFrame, spec: AdjustSpec) -> DataFrame:
     (no reference time): a row is discarded exactly when an earlier arrival of its key has
     evtime > evtime + range*unit (its reference time then exceeds the bound), i.e. when the
     least arrival above that value is earlier than the row: a suffix minimum in value order
-    (:func:`~evtime.engine.scan.first_above_in_parts`) over (keys, evtime, arrival) only.
-    The discarded rows found are marked in the output's sort, the one sort of whole rows."""
+    (:func:`~evtime.engine.scan.first_above_in_parts`), computed in the output's own parts
+    (one shuffle of the rows), which are then sorted into output order."""
     timed = df.withColumn(EVT, _evtime(spec))
     lims = value_limits(timed, EVT)
     if lims[0] is None:  # no rows
         return order(timed.withColumn(KEEP, F.lit(True)))
-    narrow = timed.select(*spec.keys, EVT, SEQ)
     try:
-        found = first_above_in_parts(narrow, EVT, spec.width, SEQ, "_p", spec.keys, lims)
+        found = first_above_in_parts(timed, EVT, spec.width, SEQ, "_p", spec.keys, lims)
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
         return order(classify(df, spec))
-    late = found.where(F.col("_p") < F.col(SEQ))
-    marked = sort_in_parts_marking(timed, late, "_evt_late", EVT, SEQ, lims)
-    return marked.withColumn(KEEP, ~F.col("_evt_late")).drop("_evt_late")
+    keep = F.col("_p").isNull() | (F.col("_p") > F.col(SEQ))
+    # (parts stay whole in their partitions: only a sort inside each)
+    return found.withColumn(KEEP, keep).drop("_p").sortWithinPartitions(PART, EVT, SEQ)
 
 
 def kept(width: Column) -> Column:

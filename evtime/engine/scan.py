@@ -319,30 +319,6 @@ def first_above_in_parts(
     return found
 
 
-def sort_in_parts_marking(
-    df: DataFrame, marked: DataFrame, out: str, lead: str, key: str, limits: tuple[int, int]
-) -> DataFrame:
-    """:func:`sort_in_parts` by ``(lead, key)`` (``key`` unique per row) with ``out``: whether
-    the row's ``(lead, key)`` is among the rows of ``marked`` (a few rows, found by a
-    search).  Without a join, which would shuffle the rows once more or collect the marks:
-    each mark travels with the rows into their part, sorts right after its row, and a
-    ``lead`` window over the part's output order (no second sort) flags the row."""
-    bucket = bucketer(*limits)
-    kind = "_mk_kind"
-    marks = marked.select(lead, key, F.lit(1).alias(kind))
-    both = df.withColumn(kind, F.lit(0)).unionByName(marks, allowMissingColumns=True)
-    both = both.withColumn(PART, _part(bucket, lead))
-    order = Window.partitionBy(PART).orderBy(lead, key, kind)
-    follows = (F.lead(kind).over(order) == 1) & (F.lead(key).over(order) == F.col(key))
-    return (
-        both.repartition(PART)
-        .sortWithinPartitions(PART, lead, key, kind)
-        .withColumn(out, F.coalesce(follows, F.lit(False)))
-        .where(F.col(kind) == 0)
-        .drop(kind)
-    )
-
-
 def positions_in_parts(
     df: DataFrame,
     upstream: DataFrame,
