@@ -403,20 +403,25 @@ def _reason(spec: BoundSpec) -> Column:
     )
 
 
+def route() -> Column:
+    """The route that counts an arrival: ``discard`` (late, dropped), ``bound`` (marker
+    rows), ``adjusted`` or ``released`` (in windows)."""
+    d = F.col(DECISION)
+    return (
+        F.when(d == present.DISCARDED, "discard")
+        .when(d == present.BOUND, "bound")
+        .when(d == present.ADJUSTED, "adjusted")
+        .otherwise("released")
+    )
+
+
 def routed(cl: DataFrame, spec: BoundSpec, discard_columns: bool) -> DataFrame:
     """Every arrival with the route that counts it: ``discard`` (late, dropped), ``bound``
     (marker rows), ``adjusted`` or ``released`` (in windows); with ``discard_columns``, the
     discards' ``arrival``, ``reason`` and ``bound``.  For :func:`late_in_order`."""
     from evtime.io.writer import ROUTE
 
-    d = F.col(DECISION)
-    route = (
-        F.when(d == present.DISCARDED, "discard")
-        .when(d == present.BOUND, "bound")
-        .when(d == present.ADJUSTED, "adjusted")
-        .otherwise("released")
-    )
-    df = cl.withColumn(ROUTE, route)
+    df = cl.withColumn(ROUTE, route())
     if discard_columns:
         df = df.withColumns(
             {"arrival": F.col(ARRIVAL), "reason": _reason(spec), "bound": F.col(BEFORE)}

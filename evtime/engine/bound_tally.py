@@ -1,10 +1,10 @@
-"""``bound`` in one pass over the classified rows, for runs that write only the windows.
+"""``bound`` in one pass over the classified rows (runs without ``--state`` or a Python
+aggregate).
 
 :func:`bound.prepare` numbers and checkpoints every classified row, because the windows,
-the closing search, the route counts and ``--discards`` each read them.  When only the
-windows are written (no ``--discards``, ``--state`` or Python aggregate), all the rows give
-is a small table: one aggregate (:func:`tally`) over the unnumbered, uncheckpointed rows
-of :func:`bound.classify` turns every row into *facts* grouped three ways at once:
+the closing search, the route counts and ``--discards`` each read them.  Here one
+aggregate (:func:`tally`) over the unnumbered, uncheckpointed rows of
+:func:`bound.classify` turns every row into *facts* grouped three ways at once:
 
 * ``window`` - one per window an accepted row enters, grouped by (keys, start), with the
   ``--agg`` aggregates and the row count: the windows;
@@ -13,7 +13,8 @@ of :func:`bound.classify` turns every row into *facts* grouped three ways at onc
 * ``count`` - one per arrival, grouped by (chunk, route): the route counts of the summary
   and the per-chunk counts that turn a ``_evt_seq`` into an arrival number.
 
-Everything after it (:func:`windows`) runs over that table.
+Everything after it (:func:`windows`) runs over that small table; ``--discards`` classifies
+the rows once more for the late ones (:func:`late_rows`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from evtime.engine.bound import (
     last_start,
     quote,
     raises_bound,
+    route,
     window_starts,
 )
 from evtime.engine.scan import count_offsets, numbered
@@ -47,17 +49,6 @@ WINDOW, POINT, COUNT = 0, 1, 2
 
 def _fact(kind: int, group: Column) -> Column:
     return F.struct(F.lit(kind).alias("f"), group.cast("long").alias("g"))
-
-
-def route() -> Column:
-    """The route that counts an arrival (as :func:`bound.routed`)."""
-    d = F.col(DECISION)
-    return (
-        F.when(d == present.DISCARDED, "discard")
-        .when(d == present.BOUND, "bound")
-        .when(d == present.ADJUSTED, "adjusted")
-        .otherwise("released")
-    )
 
 
 def tally(cl: DataFrame, spec: BoundSpec, items: Sequence[str]) -> tuple[DataFrame, list[str]]:
