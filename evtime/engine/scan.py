@@ -81,6 +81,9 @@ def join_small(df: DataFrame, small: DataFrame, on: Sequence[str]) -> DataFrame:
     return df.join(renamed, cond, "left").drop(*[f"_r_{c}" for c in on])
 
 
+_PROBE = "_evt_probe"  # a carry row inside a chunk's window (see _carried_in)
+
+
 def _carried_in(
     df: DataFrame, by: Sequence[str], carry: DataFrame, values: Sequence[str]
 ) -> DataFrame:
@@ -93,9 +96,6 @@ def _carried_in(
         *by, CHUNK, *values, F.lit(-(1 << 63)).alias(SEQ), F.lit(True).alias(_PROBE)
     )
     return df.withColumn(_PROBE, F.lit(False)).unionByName(rows, allowMissingColumns=True)
-
-
-_PROBE = "_evt_probe"
 
 
 def prefix_max(
