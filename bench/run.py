@@ -35,6 +35,8 @@ sys.path.insert(0, str(BENCH))
 import archive  # noqa: E402
 import generate  # noqa: E402
 
+from evtime.session import local_heap  # noqa: E402
+
 JOBS = ["adjust", "explain", "merge", "bound", "floor", "naive", "duckdb"]
 TARGETS = {  # issue 5, 10M rows, local mode, 2 cores
     "adjust": "≤ 1.0× floor",
@@ -276,7 +278,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--only", default="", help=f"comma-separated subset of {','.join(JOBS)}")
-    ap.add_argument("--driver-memory", help="spark.driver.memory for every Spark job, e.g. 1g")
+    ap.add_argument(
+        "--driver-memory",
+        help="spark.driver.memory for every Spark job, e.g. 1g (default: evtime's local heap, "
+        "a quarter of the machine's memory within 1g-8g)",
+    )
     ap.add_argument(
         "--conf",
         action="append",
@@ -304,10 +310,10 @@ def main(argv: list[str] | None = None) -> None:
     ):
         generate.generate(args.rows, args.data, sources=args.merge_sources)
 
-    conf = [
-        *args.conf,
-        *([f"spark.driver.memory={args.driver_memory}"] if args.driver_memory else []),
-    ]
+    # every Spark job gets the same heap: --driver-memory, else the one evtime gives big
+    # local jobs (evtime.session.local_heap), which the floor and the naive job would not get
+    memory = args.driver_memory or f"{local_heap() >> 20}m"
+    conf = [*args.conf, f"spark.driver.memory={memory}"]
     env = dict(os.environ)
     env["EVTIME_CONF"] = ",".join(c for c in [env.get("EVTIME_CONF", ""), *conf] if c)
     jobs = [j for j in jobs_for(args.rows, args.data, out, args.merge_sources) if j.name in names]

@@ -42,6 +42,11 @@ FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # Inputs of at most this many bytes of local files, in local mode, are read and written by
 # evtime's own process (evtime.cli.run.driver_io); EVTIME_DRIVER_IO_MAX overrides it.
 DRIVER_IO_MAX = 4 << 20
+# Big local jobs: the driver JVM (which is also the executor) gets a heap of a quarter of
+# the machine's memory, Java's own default, within these limits, instead of Spark's 1g;
+# sorts of 10M rows spilled to disk with 1g (bench/RESULTS.md).  spark.driver.memory
+# (--conf, EVTIME_CONF) or SPARK_DRIVER_MEMORY wins.
+HEAP_MIN, HEAP_MAX = 1 << 30, 8 << 30
 # Local mode: every port the driver opens stays on loopback.
 LOCAL_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
@@ -235,6 +240,8 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
             java_opts = f"{java_opts} {classcache.java_options(java_id)}".rstrip()
         extra = opts.conf.get("spark.driver.extraJavaOptions")
         conf["spark.driver.extraJavaOptions"] = f"{java_opts} {extra}" if extra else java_opts
+        if heap := local_heap_setting(opts, master):
+            conf["spark.driver.memory"] = heap  # (opts.conf wins below)
     conf.update({k: v for k, v in opts.conf.items() if k != "spark.driver.extraJavaOptions"})
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -249,6 +256,26 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
     if not opts.remote:
         spark.sparkContext.setLogLevel("WARN" if opts.verbose else "OFF")
     return spark
+
+
+def local_heap_setting(opts: SessionOptions, master: str) -> str | None:
+    """spark.driver.memory for a local driver JVM that evtime starts: :func:`local_heap`
+    for big inputs, None (Spark's default) for small ones or with SPARK_DRIVER_MEMORY."""
+    in_driver = master == "local" or master.startswith("local[")  # (not local-cluster)
+    if not in_driver or opts.small or os.environ.get("SPARK_DRIVER_MEMORY"):
+        return None
+    return f"{local_heap() >> 20}m"
+
+
+def local_heap(physical: int | None = None) -> int:
+    """The local driver JVM's heap in bytes for big inputs: a quarter of ``physical`` (the
+    machine's memory), at least :data:`HEAP_MIN`, at most :data:`HEAP_MAX`."""
+    if physical is None:
+        try:
+            physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):  # not a POSIX system: Spark's default
+            return HEAP_MIN
+    return min(HEAP_MAX, max(HEAP_MIN, physical // 4))
 
 
 def _jvm_running() -> bool:

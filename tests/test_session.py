@@ -1,0 +1,30 @@
+"""The local driver JVM's heap (evtime.session): no JVM is started here."""
+
+from __future__ import annotations
+
+import pytest
+
+from evtime.session import HEAP_MAX, HEAP_MIN, SessionOptions, local_heap, local_heap_setting
+
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize(
+    ("physical", "heap"),
+    [(2 * GIB, HEAP_MIN), (4 * GIB, GIB), (24 * GIB, 6 * GIB), (64 * GIB, HEAP_MAX)],
+)
+def test_local_heap_is_a_quarter_of_the_machine_within_limits(physical, heap):
+    assert local_heap(physical) == heap
+
+
+def test_big_local_jobs_get_the_heap_small_ones_and_clusters_keep_sparks(monkeypatch):
+    monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
+    big, small = SessionOptions(), SessionOptions(small=True)
+    assert local_heap_setting(big, "local[*]") == f"{local_heap() >> 20}m"
+    assert local_heap_setting(big, "local[2]") == f"{local_heap() >> 20}m"
+    assert local_heap_setting(small, "local[*]") is None
+    assert local_heap_setting(big, "spark://host:7077") is None
+    assert local_heap_setting(big, "yarn") is None
+    assert local_heap_setting(big, "local-cluster[2,1,1024]") is None  # executors: own JVMs
+    monkeypatch.setenv("SPARK_DRIVER_MEMORY", "2g")
+    assert local_heap_setting(big, "local[*]") is None
