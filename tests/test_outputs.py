@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pyarrow as pa
@@ -112,3 +114,35 @@ def test_max_discards_and_accounting_in_merge_and_bound(run_cli, workdir, comman
     assert ok.exit_code == 0, ok.stderr
     read = 5 if command[0] == "merge" else 2
     assert f"read {read}," in ok.stderr
+
+
+def test_parts_are_appended_whole_to_files_and_pipes(tmp_path):
+    """Text parts are copied in the kernel into files, through a buffer into pipes."""
+    from evtime.io.writer import _copy
+
+    part = tmp_path / "part"
+    body = os.urandom(3 << 20) + b"end"
+    part.write_bytes(body)
+    with open(tmp_path / "out", "wb") as out:
+        out.write(b"header\n")
+        out.flush()
+        with open(part, "rb", buffering=0) as src:
+            _copy(src, out)
+    assert (tmp_path / "out").read_bytes() == b"header\n" + body
+    r, w = os.pipe()
+    with open(w, "wb") as out, open(part, "rb", buffering=0) as src:
+        got = io.BytesIO()
+
+        def drain() -> None:
+            with open(r, "rb") as fh:
+                got.write(fh.read())
+
+        t = threading.Thread(target=drain)
+        t.start()
+        _copy(src, out)
+    t.join()
+    assert got.getvalue() == body
+    sink = io.BytesIO()  # no file number
+    with open(part, "rb", buffering=0) as src:
+        _copy(src, sink)
+    assert sink.getvalue() == body
