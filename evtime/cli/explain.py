@@ -133,11 +133,14 @@ def explain_adjust(**kw) -> None:
     from evtime.engine import adjust as engine
     from evtime.engine import present
     from evtime.engine.scan import sort_in_parts
+    from evtime.io.reader import ROW, T
     from evtime.io.writer import ROUTE, Sink
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
     spark, df, lay, files = run.start(inp, ses)
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
+    # (the raw time and the row number are not shown: explain does not checkpoint them)
+    df = df.drop(*({lay.time_col, ROW} - {T}))
     df = engine.explain(engine.classify(df, spec), spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
     frame = present.explain_frame(df, ("ref",), own)

@@ -26,7 +26,7 @@ from evtime.engine.scan import (
     sort_in_parts,
     value_limits,
 )
-from evtime.io.reader import PART, SEQ, T
+from evtime.io.reader import CHUNK, PART, SEQ, T
 from evtime.units import unit_ns
 
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
@@ -167,7 +167,7 @@ def evtime_limits(spec: AdjustSpec, times: tuple[int | None, int | None]) -> tup
 def explain(df: DataFrame, spec: AdjustSpec, sources: list[str]) -> DataFrame:
     """Every arrival with its decision (SPEC §5), in arrival order; needs :func:`classify`."""
     # cut the lineage: the search below plans and runs over these rows more than once
-    rows = arrival_numbers(df, "arrival").localCheckpoint()
+    rows = arrival_numbers(df, "arrival").drop(CHUNK).localCheckpoint()
     # for a kept row the least arrival above evtime + range*unit is the one that released
     # it (no earlier arrival is above it); the output positions follow in the same parts
     lims = value_limits(rows, EVT)
