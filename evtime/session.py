@@ -269,13 +269,33 @@ def local_heap_setting(opts: SessionOptions, master: str) -> str | None:
 
 def local_heap(physical: int | None = None) -> int:
     """The local driver JVM's heap in bytes for big inputs: a quarter of ``physical`` (the
-    machine's memory), at least :data:`HEAP_MIN`, at most :data:`HEAP_MAX`."""
+    machine's memory, or its container's limit when lower), at least :data:`HEAP_MIN`, at
+    most :data:`HEAP_MAX`."""
     if physical is None:
         try:
             physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
         except (ValueError, OSError, AttributeError):  # not a POSIX system: Spark's default
             return HEAP_MIN
+        physical = min(physical, *_cgroup_limits())
     return min(HEAP_MAX, max(HEAP_MIN, physical // 4))
+
+
+CGROUP_LIMITS = ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes")
+
+
+def _cgroup_limits(paths: tuple[str, ...] = CGROUP_LIMITS) -> list[int]:
+    """The memory limits of this process's container (cgroup v2 or v1), in bytes: a
+    container may have much less memory than the machine it runs on."""
+    limits = []
+    for path in paths:
+        try:
+            with open(path) as fh:
+                text = fh.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():  # ("max": no limit)
+            limits.append(int(text))
+    return limits
 
 
 def _jvm_running() -> bool:

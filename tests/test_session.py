@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from evtime.session import HEAP_MAX, HEAP_MIN, SessionOptions, local_heap, local_heap_setting
+from evtime.session import (
+    HEAP_MAX,
+    HEAP_MIN,
+    SessionOptions,
+    _cgroup_limits,
+    local_heap,
+    local_heap_setting,
+)
 
 GIB = 1 << 30
 
@@ -28,3 +35,12 @@ def test_big_local_jobs_get_the_heap_small_ones_and_clusters_keep_sparks(monkeyp
     assert local_heap_setting(big, "local-cluster[2,1,1024]") is None  # executors: own JVMs
     monkeypatch.setenv("SPARK_DRIVER_MEMORY", "2g")
     assert local_heap_setting(big, "local[*]") is None
+
+
+def test_a_containers_memory_limit_is_read_when_it_has_one(tmp_path):
+    v2, v1, unlimited = tmp_path / "v2", tmp_path / "v1", tmp_path / "max"
+    v2.write_text(f"{2 * GIB}\n")
+    v1.write_text(f"{3 * GIB}\n")
+    unlimited.write_text("max\n")
+    paths = (str(v2), str(v1), str(unlimited), str(tmp_path / "missing"))
+    assert _cgroup_limits(paths) == [2 * GIB, 3 * GIB]
