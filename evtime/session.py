@@ -240,7 +240,7 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
             java_opts = f"{java_opts} {classcache.java_options(java_id)}".rstrip()
         extra = opts.conf.get("spark.driver.extraJavaOptions")
         conf["spark.driver.extraJavaOptions"] = f"{java_opts} {extra}" if extra else java_opts
-        if heap := local_heap_setting(opts, master):
+        if heap := local_heap_setting(opts):
             conf["spark.driver.memory"] = heap  # (opts.conf wins below)
     conf.update({k: v for k, v in opts.conf.items() if k != "spark.driver.extraJavaOptions"})
     for key, value in conf.items():
@@ -258,11 +258,11 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
     return spark
 
 
-def local_heap_setting(opts: SessionOptions, master: str) -> str | None:
+def local_heap_setting(opts: SessionOptions) -> str | None:
     """spark.driver.memory for a local driver JVM that evtime starts: :func:`local_heap`
-    for big inputs, None (Spark's default) for small ones or with SPARK_DRIVER_MEMORY."""
-    in_driver = master == "local" or master.startswith("local[")  # (not local-cluster)
-    if not in_driver or opts.small or os.environ.get("SPARK_DRIVER_MEMORY"):
+    for big inputs, None (Spark's default) for small ones, for clusters (local-cluster too:
+    its executors have their own JVMs) or with SPARK_DRIVER_MEMORY."""
+    if not opts.local_driver or opts.small or os.environ.get("SPARK_DRIVER_MEMORY"):
         return None
     return f"{local_heap() >> 20}m"
 

@@ -26,15 +26,18 @@ def test_local_heap_is_a_quarter_of_the_machine_within_limits(physical, heap):
 
 def test_big_local_jobs_get_the_heap_small_ones_and_clusters_keep_sparks(monkeypatch):
     monkeypatch.delenv("SPARK_DRIVER_MEMORY", raising=False)
-    big, small = SessionOptions(), SessionOptions(small=True)
-    assert local_heap_setting(big, "local[*]") == f"{local_heap() >> 20}m"
-    assert local_heap_setting(big, "local[2]") == f"{local_heap() >> 20}m"
-    assert local_heap_setting(small, "local[*]") is None
-    assert local_heap_setting(big, "spark://host:7077") is None
-    assert local_heap_setting(big, "yarn") is None
-    assert local_heap_setting(big, "local-cluster[2,1,1024]") is None  # executors: own JVMs
+
+    def on(master: str, small: bool = False) -> SessionOptions:
+        return SessionOptions(master=master, small=small)
+
+    assert local_heap_setting(on("local[*]")) == f"{local_heap() >> 20}m"
+    assert local_heap_setting(on("local[2]")) == f"{local_heap() >> 20}m"
+    assert local_heap_setting(on("local[*]", small=True)) is None
+    assert local_heap_setting(on("spark://host:7077")) is None
+    assert local_heap_setting(on("yarn")) is None
+    assert local_heap_setting(on("local-cluster[2,1,1024]")) is None  # executors: own JVMs
     monkeypatch.setenv("SPARK_DRIVER_MEMORY", "2g")
-    assert local_heap_setting(big, "local[*]") is None
+    assert local_heap_setting(on("local[*]")) is None
 
 
 def test_a_containers_memory_limit_is_read_when_it_has_one(tmp_path):
