@@ -80,7 +80,11 @@ def adjust(**kw) -> None:
     # --emit-bounds; without them the keep flag comes out of the output's own sort
     # (a small input read here is quicker with the prefix scan: fewer Spark jobs to plan)
     in_order = not (kw["discards"] or kw["emit_bounds"] or run.in_driver())
-    classified = engine.classify_in_order(df, spec) if in_order else engine.classify(df, spec)
+    classified = (
+        engine.classify_in_order(df, spec)
+        if in_order
+        else engine.classify(df, spec, one_chunk=inp.one_chunk)
+    )
     df, sinks = _sinks(classified, spec, own, kw)
     out = sinks[0]
     from pyspark.sql import functions as F
@@ -127,7 +131,7 @@ def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
     held_file, refs_file = stf.file("held.parquet"), stf.file("refs.parquet")
     refs = spark.read.parquet(refs_file) if refs_file else None
     carried = spark.read.parquet(held_file) if held_file else None
-    df = engine.classify(df, spec, refs)
+    df = engine.classify(df, spec, refs, one_chunk=inp.one_chunk)
     df = engine.carry_on(df, spec, carried, refs, stf.st.arrivals, stf.flush)
     df, sinks = _sinks(df, spec, own, kw)
 

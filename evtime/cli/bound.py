@@ -310,7 +310,7 @@ def bound(**kw) -> None:
         counts = _counts(n)
         detail = _detail(n, counts)
         return run.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
-    cl = engine.prepare(df, spec)
+    cl = engine.prepare(df, spec, one_chunk=inp.one_chunk)
     w, names = _windows(cl, spec, items, lay.schema.names)
     out_frame, key_lay = _output(w, spec, names, sinks[0], lay)
     # every arrival is routed (the late rows to --discards, if given): the summary's
@@ -335,7 +335,7 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     from evtime.engine import bound as engine
     from evtime.engine import bound_tally
 
-    cl = engine.classify(df, spec)
+    cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     t = t.localCheckpoint()  # (the small table: everything below reads it)
     out_frame, key_lay = _output(bound_tally.windows(t, spec, names), spec, names, sinks[0], lay)
@@ -398,7 +398,7 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
     held_file, keys_file = stf.file("held.parquet"), stf.file("keys.parquet")
     held = spark.read.parquet(held_file) if held_file else None
     carried = spark.read.parquet(keys_file) if keys_file else bs.no_state(df, spec)
-    cl = engine.prepare(df, spec, carried, stf.st.arrivals)
+    cl = engine.prepare(df, spec, carried, stf.st.arrivals, inp.one_chunk)
     rows, keep = bs.open_windows(bs.rows_in_windows(cl, held), carried, spec)
     w, names = _windows(cl, spec, items, lay.schema.names, rows, keep)
     out_frame, key_lay = _output(bs.released(w, stf.flush), spec, names, sinks[0], lay)
@@ -484,7 +484,7 @@ def explain_bound(**kw) -> None:
 
     fmt = explain_format(kw["fmt"], kw["output"])
     spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
-    cl = engine.prepare(df, spec)
+    cl = engine.prepare(df, spec, one_chunk=inp.one_chunk)
     w, _ = engine.windows(cl, spec, [engine.opened()] if plot_path else [])
     if plot_path:
         w = w.localCheckpoint()  # read by explain and by the picture

@@ -141,7 +141,8 @@ def explain_adjust(**kw) -> None:
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     # (the raw time and the row number are not shown: explain does not checkpoint them)
     df = df.drop(*({lay.time_col, ROW} - {T}))
-    df = engine.explain(engine.classify(df, spec), spec, [f.shown for f in files])
+    cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
+    df = engine.explain(cl, spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
     frame = present.explain_frame(df, ("ref",), own)
     fmt = explain_format(kw["fmt"], kw["output"])

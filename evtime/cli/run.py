@@ -36,6 +36,9 @@ class Inputs:
     counted: tuple[int, int] | None = None  # (good, bad) rows, when start() counted them
     # the least and the greatest input time (ns), when start() read the input itself
     time_range: tuple[int | None, int | None] | None = None
+    # every row has the same _evt_chunk, when start() read the input itself (one file of at
+    # most 2^20 rows): prefix scans need no carry between chunks
+    one_chunk: bool = False
 
 
 @dataclass
@@ -49,8 +52,17 @@ class Session:
 
 
 def session_of(kw: dict) -> Session:
+    """The command's Spark options, with those given before the command (``evtime
+    --reuse-server adjust ...``) where the command has none (--conf: both, its own last)."""
     keys = ("master", "remote", "conf", "verbose", "quiet", "reuse_server")
-    return Session(*(kw.pop(k) for k in keys))
+    ses = Session(*(kw.pop(k) for k in keys))
+    ctx = click.get_current_context(silent=True)
+    top = (ctx.find_root().obj if ctx else None) or {}
+    ses.master = ses.master or top.get("master")
+    ses.remote = ses.remote or top.get("remote")
+    ses.conf = (*top.get("conf", ()), *ses.conf)
+    ses.reuse_server = bool(ses.reuse_server or top.get("reuse_server"))
+    return ses
 
 
 def inputs_of(kw: dict) -> Inputs:
@@ -136,6 +148,8 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
 
         least, most = pc.min_max(table.column(reader.T)).values()
         inp.time_range = (least.as_py(), most.as_py())
+        first, last = pc.min_max(table.column(reader.CHUNK)).values()
+        inp.one_chunk = first.as_py() == last.as_py()
         df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
     elif files:
         df, lay = reader.read(spark, files, opts, lay)
@@ -152,8 +166,10 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         df = df.where(F.col(reader.BAD).isNull()).drop(reader.BAD)
         if not inp.order_by and (inp.counted[1] if inp.counted else inp.rejected.limit(1).count()):
             df = order_arrivals(df, reader.SEQ)
+            inp.one_chunk = False  # (numbered again, per Spark partition)
     if inp.order_by:
         df = order_arrivals(df, inp.order_by)
+        inp.one_chunk = False
     return spark, df, lay, files
 
 

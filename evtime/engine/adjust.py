@@ -71,12 +71,15 @@ def _join_keys(df: DataFrame, small: DataFrame, keys: tuple[str, ...]) -> DataFr
     return joined.drop(one)
 
 
-def classify(df: DataFrame, spec: AdjustSpec, refs: DataFrame | None = None) -> DataFrame:
+def classify(
+    df: DataFrame, spec: AdjustSpec, refs: DataFrame | None = None, one_chunk: bool = False
+) -> DataFrame:
     """Add the adjusted time, the reference time before the arrival and the keep flag.
     ``refs`` ``(keys..., _evt_ref)``: reference times carried from an earlier run
-    (``--state``), in force before the first arrival of their key."""
+    (``--state``), in force before the first arrival of their key.  ``one_chunk``: every
+    row has the same ``_evt_chunk`` (see :func:`~evtime.engine.scan.prefix_count_max`)."""
     df = df.withColumn(EVT, _evtime(spec))
-    df = prefix_max(df, {REF_BEFORE: EVT}, by=spec.keys, inclusive=False)
+    df = prefix_max(df, {REF_BEFORE: EVT}, by=spec.keys, inclusive=False, one_chunk=one_chunk)
     if refs is not None:
         df = _join_keys(df, refs, spec.keys)
         df = df.withColumn(REF_BEFORE, F.greatest(F.col(REF_BEFORE), F.col(REF))).drop(REF)

@@ -99,14 +99,19 @@ def _carried_in(
 
 
 def prefix_max(
-    df: DataFrame, values: Mapping[str, Column | str], by: Sequence[str] = (), inclusive=True
+    df: DataFrame,
+    values: Mapping[str, Column | str],
+    by: Sequence[str] = (),
+    inclusive=True,
+    one_chunk=False,
 ) -> DataFrame:
     """Add, per ``out -> value``, the max of ``value`` over the key's arrivals up to this one.
 
     ``inclusive=False`` excludes the row itself (the bound in force when it arrives).
-    Nulls are ignored; a key with no value yet gives null.
+    Nulls are ignored; a key with no value yet gives null.  ``one_chunk``: see
+    :func:`prefix_count_max`.
     """
-    return prefix_count_max(df, {}, values, by, inclusive)
+    return prefix_count_max(df, {}, values, by, inclusive, one_chunk)
 
 
 def value_limits(df: DataFrame, col: str) -> tuple[int | None, int | None]:
@@ -358,31 +363,38 @@ def prefix_count_max(
     maxes: Mapping[str, Column | str] | None = None,
     by: Sequence[str] = (),
     inclusive: bool = True,
+    one_chunk: bool = False,
 ) -> DataFrame:
     """Add, per ``out -> cond`` in ``counts``, how many of the key's arrivals up to and
     including this one satisfy ``cond``, and per ``out -> value`` in ``maxes`` the running
     max (as :func:`prefix_max`): running sums and maxima in the same two passes, per-chunk
     aggregates carried into a window over each (key, chunk) (:func:`_carried_in`).
-    ``inclusive=False`` leaves the row itself out."""
+    ``inclusive=False`` leaves the row itself out.  ``one_chunk``: the caller knows that
+    every row has the same ``_evt_chunk`` (a small input read in the driver): nothing is
+    carried between chunks, and the first pass (its Spark jobs) is left out."""
     maxes = maxes or {}
     ones = {
         f"_pn_{o}": F.when(c, F.lit(1)).otherwise(F.lit(0)).cast("long") for o, c in counts.items()
     }
     vals = {f"_pv_{o}": (F.col(v) if isinstance(v, str) else v) for o, v in maxes.items()}
     df = df.withColumns({**ones, **vals})
-    per_chunk = df.groupBy(*by, CHUNK).agg(
-        *[F.sum(c).alias(f"_pk{c}") for c in ones], *[F.max(c).alias(f"_pk{c}") for c in vals]
-    )
-    carry = running(
-        per_chunk,
-        by,
-        CHUNK,
-        {
-            **{c: ("sum", f"_pk{c}") for c in ones},
-            **{c: ("max", f"_pk{c}") for c in vals},
-        },
-    )
-    both = _carried_in(df, by, carry, [*ones, *vals])
+    if one_chunk:
+        both = df.withColumn(_PROBE, F.lit(False))
+    else:
+        per_chunk = df.groupBy(*by, CHUNK).agg(
+            *[F.sum(c).alias(f"_pk{c}") for c in ones],
+            *[F.max(c).alias(f"_pk{c}") for c in vals],
+        )
+        carry = running(
+            per_chunk,
+            by,
+            CHUNK,
+            {
+                **{c: ("sum", f"_pk{c}") for c in ones},
+                **{c: ("max", f"_pk{c}") for c in vals},
+            },
+        )
+        both = _carried_in(df, by, carry, [*ones, *vals])
     rows = (
         Window.partitionBy(*by, CHUNK).orderBy(SEQ).rowsBetween(UNBOUNDED, 0 if inclusive else -1)
     )
