@@ -1,3 +1,3 @@
-from evtime.cli import main
+from evtime.cli import entry
 
-main()
+entry()

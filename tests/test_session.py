@@ -1,4 +1,5 @@
-"""The local driver JVM's heap (evtime.session): no JVM is started here."""
+"""The local driver JVM's heap and the Spark options of a command (evtime.session,
+evtime.cli.run): no JVM is started here."""
 
 from __future__ import annotations
 
@@ -47,3 +48,32 @@ def test_a_containers_memory_limit_is_read_when_it_has_one(tmp_path):
     unlimited.write_text("max\n")
     paths = (str(v2), str(v1), str(unlimited), str(tmp_path / "missing"))
     assert _cgroup_limits(paths) == [2 * GIB, 3 * GIB]
+
+
+@pytest.mark.parametrize("command", [["adjust"], ["explain", "adjust"]])
+def test_spark_options_before_the_command_apply_to_it(monkeypatch, tmp_path, command):
+    """``evtime --reuse-server --master M --conf A COMMAND --conf B``: the command runs with
+    the server, M and both settings (its own last, so they win)."""
+    from evtime.cli import main, run
+    from evtime.errors import UsageError
+
+    monkeypatch.delenv("EVTIME_REUSE_SERVER", raising=False)
+    seen = []
+
+    def start(inp, ses, *args, **kwargs):
+        seen.append(ses)
+        raise UsageError("stopped before Spark")
+
+    monkeypatch.setattr(run, "start", start)
+    top = ["--reuse-server", "--master", "local[1]", "--conf", "a=1"]
+    own = ["--conf", "b=2", "--unit", "msec", "--range", "1", str(tmp_path / "in.csv")]
+    with pytest.raises(SystemExit) as done:
+        main([*top, *command, *own])
+    assert done.value.code == 2
+    (ses,) = seen
+    assert ses.reuse_server and ses.master == "local[1]" and ses.remote is None
+    assert ses.conf == ("a=1", "b=2")
+    seen.clear()
+    with pytest.raises(SystemExit):
+        main([*command, *own])  # none before the command: the command's own alone
+    assert not seen[0].reuse_server and seen[0].master is None and seen[0].conf == ("b=2",)
