@@ -183,3 +183,20 @@ def test_python_dash_m_runs_the_same_cli():
         [sys.executable, "-m", "evtime", "adjust", "x.csv"], capture_output=True, text=True
     )
     assert bad.returncode == 2 and "Missing option '--unit'" in bad.stderr
+
+
+def test_the_script_ends_with_its_status_and_everything_written(script_runner, tmp_path, cli_env):
+    """The program ends its process at once when done (no interpreter teardown): stdout,
+    the discards file and the exit status (3: --max-discards exceeded) are all there."""
+    late = tmp_path / "late.csv"
+    args = ["adjust", "--unit", "msec", "--range", "0", "--max-discards", "0", "--discards"]
+    r = script_runner.run(
+        ["evtime", *args, str(late), str(SAMPLES / "tuples.parquet")], env=cli_env
+    )
+    assert r.returncode == 3, r.stderr
+    assert [line.split(",")[0].strip('"') for line in r.stdout.splitlines()[1:]] == list("ACE")
+    assert [line.split(",")[0].strip('"') for line in late.read_text().splitlines()[1:]] == [
+        "B",
+        "D",
+    ]
+    assert "read 5, released 3, discarded 2" in r.stderr
