@@ -42,6 +42,9 @@ FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # Inputs of at most this many bytes of local files, in local mode, are read and written by
 # evtime's own process (evtime.cli.run.driver_io); EVTIME_DRIVER_IO_MAX overrides it.
 DRIVER_IO_MAX = 4 << 20
+# Settings of a run whose input is read in the driver (a few MiB at most): one shuffle
+# partition, fewer tasks (bench/RESULTS.md: 0.1-0.2 s of a 3.5 s cold run).  --conf wins.
+DRIVER_IO_CONF = {"spark.sql.shuffle.partitions": "1"}
 # Big local jobs: the driver JVM (which is also the executor) gets a heap of a quarter of
 # the machine's memory, Java's own default, within these limits, instead of Spark's 1g;
 # sorts of 10M rows spilled to disk with 1g (bench/RESULTS.md).  spark.driver.memory

@@ -47,6 +47,23 @@ def test_a_zero_limit_reads_in_spark_tasks(run_cli, task_reads, monkeypatch):
     assert task_reads == [1]
 
 
+@pytest.mark.parametrize(
+    ("limit", "conf", "partitions"),
+    [(None, [], "1"), ("0", [], "8"), (None, ["--conf", "spark.sql.shuffle.partitions=3"], "3")],
+)
+def test_a_run_read_in_the_driver_shuffles_into_one_partition(
+    run_cli, spark, monkeypatch, limit, conf, partitions
+):
+    """A few MiB at most: one shuffle partition (fewer tasks); a bigger input keeps evtime's
+    default, and --conf wins."""
+    if limit is not None:
+        monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", limit)
+    r = run_cli("adjust", "-q", *conf, "--unit", "msec", "--range", "999", SAMPLE)
+    assert r.exit_code == 0, r.stderr
+    assert [row["tuple"] for row in r.csv()] == ["B", "A", "D", "C", "E"]
+    assert spark.conf.get("spark.sql.shuffle.partitions") == partitions
+
+
 def test_which_runs_read_in_the_driver(tmp_path, monkeypatch):
     files = expand_inputs([SAMPLE], None)
     size = Path(SAMPLE).stat().st_size

@@ -4,6 +4,7 @@ many chunks (the carry between chunks)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -15,6 +16,12 @@ rows_st = st.lists(
     min_size=1,
     max_size=40,
 )
+
+
+@pytest.fixture(autouse=True)
+def _partitions(spark):
+    """Several shuffle partitions, whatever an earlier CLI run left on the shared session."""
+    spark.conf.set("spark.sql.shuffle.partitions", "4")
 
 
 def _expected(rows, inclusive: bool):

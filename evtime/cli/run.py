@@ -128,6 +128,10 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
     )
     global _in_driver
     _in_driver = driver_io(files, sopts)
+    if _in_driver:
+        from evtime.session import DRIVER_IO_CONF
+
+        sopts.conf = {**DRIVER_IO_CONF, **sopts.conf}
     spark = build_session(sopts)
     _pyspark_error_logs(ses.verbose)
     global _progress
