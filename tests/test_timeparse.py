@@ -8,6 +8,8 @@ import time
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from evtime.io.timeparse import check_format, format_ns, to_ns
 
@@ -367,3 +369,15 @@ def test_sliced_inputs_and_non_ascii_literals():
     ]
     assert ns(["2009年03月01日 12:15"], "yyyy年MM月dd日 HH:mm") == [1235909700 * 10**9]
     assert ns(["２００９-03-01"]) == [None]  # only ASCII digits
+
+
+@given(st.lists(st.integers(I64_MIN, I64_MAX), max_size=50))
+def test_format_ns_is_the_calendar(values):
+    """Every int64 ns formats as Python's calendar says, to the nanosecond."""
+    epoch = dt.datetime(1970, 1, 1)
+    want = [
+        (epoch + dt.timedelta(seconds=v // 10**9)).strftime("%Y-%m-%dT%H:%M:%S")
+        + f".{v % 10**9:09d}Z"
+        for v in values
+    ]
+    assert format_ns(pa.array(values, pa.int64())).to_pylist() == want

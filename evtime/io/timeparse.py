@@ -387,32 +387,7 @@ def format_ns(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     if not pa.types.is_integer(arr.type):
         arr = to_ns(arr)  # timestamps / dates (naive = UTC)
-    v, ok = _ints(arr.cast(pa.int64()))
-    s, frac = v // NS, v % NS
-    days, sod = s // 86400, s % 86400
-    z = days + 719468  # Hinnant's civil_from_days
-    era = z // 146097
-    doe = z - era * 146097
-    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
-    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
-    mp = (5 * doy + 2) // 153
-    d = doy - (153 * mp + 2) // 5 + 1
-    m = np.where(mp < 10, mp + 3, mp - 9)
-    y = yoe + era * 400 + (m <= 2)
-    n = len(v)
-    out = np.empty((n, 30), np.uint8)
-    out[:] = np.frombuffer(b"0000-00-00T00:00:00.000000000Z", np.uint8)
-    for pos, width, val in (
-        (0, 4, y),
-        (5, 2, m),
-        (8, 2, d),
-        (11, 2, sod // 3600),
-        (14, 2, sod // 60 % 60),
-        (17, 2, sod % 60),
-        (20, 9, frac),
-    ):
-        for k in range(width):
-            out[:, pos + k] = 48 + (val // 10 ** (width - 1 - k)) % 10
-    offsets = pa.py_buffer(np.arange(0, 30 * (n + 1), 30, dtype=np.int32).tobytes())
-    strs = pa.Array.from_buffers(pa.string(), n, [None, offsets, pa.py_buffer(out.tobytes())])
-    return pc.if_else(pa.array(ok, pa.bool_()), strs, pa.scalar(None, pa.string()))
+    # Arrow's own text of a ns timestamp ('2009-03-01 12:15:22.345678901', always nine
+    # digits; every int64 ns has a four-digit year), with the 'T' and the 'Z' of ISO-8601
+    text = arr.cast(pa.int64()).cast(pa.timestamp("ns")).cast(pa.string())
+    return pc.binary_join_element_wise(pc.utf8_replace_slice(text, 10, 11, "T"), "Z", "")
