@@ -145,6 +145,23 @@ def test_merge_and_bound_the_same_either_way(run_cli, monkeypatch, tmp_path):
     inside, tasks = _both(run_cli, monkeypatch, tmp_path, args, ["b.csv"])
     assert inside[0] == 0, inside[1]
     assert inside == tasks
+    # the windows of a run read in tasks are few: written from the driver, unless the
+    # limit is 0 (a Python worker writes them)
+    monkeypatch.setenv("EVTIME_DRIVER_ROWS_MAX", "0")
+    (tmp_path / "rows0").mkdir()
+    _, in_workers = _both(run_cli, monkeypatch, tmp_path / "rows0", args, ["b.csv"])
+    assert in_workers == tasks
+    assert tasks[2]["b.csv"].count(b"\n") > 2
+
+
+def test_few_rows(monkeypatch):
+    monkeypatch.setattr(run, "_in_driver", False)  # (as a run that reads in tasks)
+    assert run.few_rows(run.DRIVER_ROWS_MAX) and not run.few_rows(run.DRIVER_ROWS_MAX + 1)
+    monkeypatch.setenv("EVTIME_DRIVER_ROWS_MAX", "0")
+    assert not run.few_rows(1)
+    monkeypatch.setenv("EVTIME_DRIVER_ROWS_MAX", "many")
+    with pytest.raises(UsageError, match="EVTIME_DRIVER_ROWS_MAX"):
+        run.few_rows(1)
 
 
 def test_malformed_jsonl_discarded_the_same_either_way(run_cli, monkeypatch, tmp_path):

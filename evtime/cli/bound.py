@@ -228,8 +228,9 @@ def _sinks(kw, spec, lay):
     return sinks
 
 
-def _output(w, spec, names, out, lay):
-    """The windows as the output frame (routed 'out') and its layout."""
+def _output(w, spec, names, out, lay, arrivals: int | None = None):
+    """The windows as the output frame (routed 'out') and its layout; ``arrivals``: the
+    last arrival number, when known."""
     import pyarrow as pa
     from pyspark.sql import functions as F
 
@@ -240,7 +241,7 @@ def _output(w, spec, names, out, lay):
     out.columns = [*spec.keys, "window_start", "window_end", *names, "rows", "closed_by"]
     # the windows carry only the key columns of the input (their types are restored)
     key_lay = Layout(pa.schema([lay.schema.field(k) for k in spec.keys]), lay.time_col)
-    return engine.output(w, spec, names).withColumn(ROUTE, F.lit("out")), key_lay
+    return engine.output(w, spec, names, arrivals).withColumn(ROUTE, F.lit("out")), key_lay
 
 
 def _state_record(kw: dict, spec, inp) -> dict:
@@ -312,7 +313,7 @@ def bound(**kw) -> None:
         return run.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
     cl = engine.prepare(df, spec, one_chunk=inp.one_chunk)
     w, names = _windows(cl, spec, items, lay.schema.names)
-    out_frame, key_lay = _output(w, spec, names, sinks[0], lay)
+    out_frame, key_lay = _output(w, spec, names, sinks[0], lay, read)
     # every arrival is routed (the late rows to --discards, if given): the summary's
     # counts come from the writes
     # (without --discards they are only counted: no order needed)
@@ -338,13 +339,15 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     t = t.localCheckpoint()  # (the small table: everything below reads it)
-    out_frame, key_lay = _output(bound_tally.windows(t, spec, names), spec, names, sinks[0], lay)
+    w = bound_tally.windows(t, spec, names)
+    out_frame, key_lay = _output(w, spec, names, sinks[0], lay, read)
     jobs = [(out_frame, sinks[:1], key_lay)]
     if len(sinks) > 1:
         late = engine.routed(bound_tally.late_rows(cl, t, engine.ARRIVAL), spec, True)
         late = engine.late_in_order(late, limits=(1, max(read, 1)))
         jobs.append((run.with_rejected(late, inp), sinks[1:], lay))
-    written = run.publish_jobs(jobs)
+    few = run.few_rows(bound_tally.window_count(t))
+    written = run.publish_jobs(jobs, [few, run.in_driver()][: len(jobs)])
     n = {**bound_tally.route_counts(t), "out": written.get("out", 0)}
     if len(sinks) > 1:
         n["discard"] = written.get("discard", 0)
@@ -401,7 +404,9 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
     cl = engine.prepare(df, spec, carried, stf.st.arrivals, inp.one_chunk)
     rows, keep = bs.open_windows(bs.rows_in_windows(cl, held), carried, spec)
     w, names = _windows(cl, spec, items, lay.schema.names, rows, keep)
-    out_frame, key_lay = _output(bs.released(w, stf.flush), spec, names, sinks[0], lay)
+    out_frame, key_lay = _output(
+        bs.released(w, stf.flush), spec, names, sinks[0], lay, stf.st.arrivals + good
+    )
     state = bs.next_state(cl, carried, spec)
     frame = bs.routed(cl, held, state, spec, stf.flush, bool(kw["discards"]))
     frame = run.with_rejected(frame, inp)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import click
@@ -13,6 +14,8 @@ from evtime.errors import UsageError
 
 _progress = None  # the progress line of this run, if one is shown
 _in_driver = False  # this run reads and writes in its own process (driver_io)
+# a result of at most this many rows may be written from this process (publish_jobs)
+DRIVER_ROWS_MAX = 100_000
 
 
 def stop_progress() -> None:
@@ -254,6 +257,19 @@ def driver_io(files, sopts) -> bool:
     return bool(files) and sopts.local_driver and size is not None and size <= limit
 
 
+def few_rows(n: int) -> bool:
+    """Whether a result of ``n`` rows is written from this process (no Python worker to
+    start): at most DRIVER_ROWS_MAX (EVTIME_DRIVER_ROWS_MAX, 0 = never), or any result of
+    a run that reads in this process."""
+    import os
+
+    try:
+        limit = int(os.environ.get("EVTIME_DRIVER_ROWS_MAX", DRIVER_ROWS_MAX))
+    except ValueError:
+        raise UsageError("EVTIME_DRIVER_ROWS_MAX takes a number of rows") from None
+    return _in_driver or n <= limit
+
+
 def discards_sink(
     path: str,
     overwrite: bool,
@@ -285,9 +301,11 @@ def write_and_publish(df, sinks, lay) -> dict[str, int]:
     return publish_jobs([(df, sinks, lay)])
 
 
-def publish_jobs(jobs) -> dict[str, int]:
+def publish_jobs(jobs, in_driver: Sequence[bool] | None = None) -> dict[str, int]:
     """Write every ``(frame, sinks, layout)`` (one Spark job each), then publish them all:
-    no sink is published unless every one was written.  Rows seen per route, summed."""
+    no sink is published unless every one was written.  Rows seen per route, summed.
+    ``in_driver``: per job, whether its rows come to this process to be written (default:
+    as the run reads, :func:`in_driver`; see also :func:`few_rows`)."""
     from evtime.io import writer
 
     for _, sinks, _ in jobs:
@@ -295,7 +313,7 @@ def publish_jobs(jobs) -> dict[str, int]:
             writer.check_sink(s)
     staging = writer.staging_dir()
     try:
-        counts = _write_jobs(jobs, staging)
+        counts = _write_jobs(jobs, staging, in_driver or [_in_driver] * len(jobs))
         for frame, sinks, lay in jobs:
             for s in sinks:
                 writer.publish(s, staging, lay, frame.schema)
@@ -304,13 +322,13 @@ def publish_jobs(jobs) -> dict[str, int]:
     return counts
 
 
-def _write_jobs(jobs, staging: str) -> dict[str, int]:
+def _write_jobs(jobs, staging: str, in_driver: Sequence[bool]) -> dict[str, int]:
     """Write every ``(frame, sinks, layout)`` under ``staging``: rows seen per route, summed."""
     from evtime.io import writer
 
     counts: dict[str, int] = {}
-    for frame, sinks, lay in jobs:
-        for route, n in writer.write(frame, sinks, lay, staging, _in_driver).items():
+    for (frame, sinks, lay), here in zip(jobs, in_driver, strict=True):
+        for route, n in writer.write(frame, sinks, lay, staging, here).items():
             counts[route] = counts.get(route, 0) + n
     return counts
 
@@ -431,7 +449,7 @@ def commit_jobs(sinks, jobs, stf: Stateful, meta: dict) -> dict[str, int]:
         gen = stf.sd.begin(stf.st, sinks, staging)
         placed: dict[str, tuple] = {}
         written = list(jobs(gen))
-        counts = _write_jobs(written, staging)
+        counts = _write_jobs(written, staging, [_in_driver] * len(written))
         for frame, job_sinks, lay in written:
             for s in job_sinks:
                 if any(s is o for o in sinks):

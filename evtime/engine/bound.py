@@ -35,9 +35,11 @@ from evtime.engine.scan import (
     positions_by,
     prefix_count_max,
     prefix_max,
+    sort_in_parts,
+    value_limits,
 )
 from evtime.errors import UsageError
-from evtime.io.reader import SEQ, T
+from evtime.io.reader import PART, SEQ, T
 from evtime.units import unit_ns
 
 T0 = "_evt_t0"  # the row's time (floored to --unit) before any late adjustment
@@ -45,6 +47,7 @@ EVT = "_evt_evtime"  # the time that places the row in windows (moved up when ad
 BEFORE, AFTER = "_evt_bound_before", "_evt_bound_after"  # bound in force / after arrival
 MARK, DECISION, ARRIVAL = "_evt_marker", "_evt_decision", "_evt_arrival"
 WS, ROWS, CLOSED = "_evt_ws", "_evt_rows", "_evt_closed"
+RELEASE = "_evt_release"  # a window's place in the output: its closing arrival, or last
 OPENED = "_evt_opened"  # arrival of a window's first row (pictures)
 OUT_FIXED = ("window_start", "window_end", "rows", "closed_by")
 # --state: a key's bound after the last arrival, and (cti) its data rows and largest time
@@ -336,10 +339,6 @@ def close(w: DataFrame, points: DataFrame, spec: BoundSpec) -> DataFrame:
     return join_small(w, found.withColumnRenamed("_q", WS), [*keys, WS])
 
 
-def release_order(spec: BoundSpec) -> list[Column]:
-    return [F.col(CLOSED).asc_nulls_last(), F.col(WS), *[F.col(k) for k in spec.keys]]
-
-
 def windows(
     cl: DataFrame,
     spec: BoundSpec,
@@ -356,9 +355,19 @@ def windows(
     return close(w, close_points(cl, spec), spec), names
 
 
-def output(w: DataFrame, spec: BoundSpec, names: list[str]) -> DataFrame:
-    """SPEC §4 output columns, in release order."""
-    return w.sort(*release_order(spec)).select(
+def output(
+    w: DataFrame, spec: BoundSpec, names: list[str], arrivals: int | None = None
+) -> DataFrame:
+    """SPEC §4 output columns, in release order: numbered parts
+    (:func:`~evtime.engine.scan.sort_in_parts`) by closing arrival, the windows flushed at
+    the end after them; no global sort (its sampling pass would run the windows' plan
+    again).  ``arrivals``: the last arrival number, when the caller knows it."""
+    lo, hi = (1, arrivals) if arrivals is not None else value_limits(w, CLOSED)
+    last = (hi or 0) + 1
+    w = w.withColumn(RELEASE, F.coalesce(F.col(CLOSED), F.lit(last)))
+    w = sort_in_parts(w, RELEASE, WS, *spec.keys, limits=(lo or last, last))
+    return w.select(
+        PART,
         *spec.keys,
         F.col(WS).alias("window_start"),
         (F.col(WS) + F.lit(spec.size)).alias("window_end"),

@@ -105,6 +105,11 @@ def route_counts(t: DataFrame) -> dict[str, int]:
     return {r[ROUTED]: int(r["n"]) for r in rows}
 
 
+def window_count(t: DataFrame) -> int:
+    """How many windows the tally has (a count of its rows)."""
+    return t.where(F.col(FACT) == WINDOW).count()
+
+
 def _offsets(t: DataFrame) -> DataFrame:
     """``(_evt_chunk, _off)``: arrivals before each chunk, from the tally's counts."""
     counts = t.where(F.col(FACT) == COUNT).select(F.col(GROUP).alias(CHUNK), ROWS)
