@@ -346,9 +346,9 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
         late = engine.routed(bound_tally.late_rows(cl, t, engine.ARRIVAL), spec, True)
         late = engine.late_in_order(late, limits=(1, max(read, 1)))
         jobs.append((run.with_rejected(late, inp), sinks[1:], lay))
-    few = run.few_rows(bound_tally.window_count(t))
-    written = run.publish_jobs(jobs, [few, run.in_driver()][: len(jobs)])
-    n = {**bound_tally.route_counts(t), "out": written.get("out", 0)}
+    routes, windows = bound_tally.counts(t)
+    written = run.publish_jobs(jobs, [run.few_rows(windows), run.in_driver()][: len(jobs)])
+    n = {**routes, "out": written.get("out", 0)}
     if len(sinks) > 1:
         n["discard"] = written.get("discard", 0)
     else:

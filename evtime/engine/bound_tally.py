@@ -101,13 +101,19 @@ def windows(t: DataFrame, spec: BoundSpec, names: Sequence[str]) -> DataFrame:
 
 def route_counts(t: DataFrame) -> dict[str, int]:
     """Arrivals per route (a few rows to the driver)."""
-    rows = t.where(F.col(FACT) == COUNT).groupBy(ROUTED).agg(F.sum(ROWS).alias("n")).collect()
-    return {r[ROUTED]: int(r["n"]) for r in rows}
+    return counts(t)[0]
 
 
-def window_count(t: DataFrame) -> int:
-    """How many windows the tally has (a count of its rows)."""
-    return t.where(F.col(FACT) == WINDOW).count()
+def counts(t: DataFrame) -> tuple[dict[str, int], int]:
+    """Arrivals per route, and how many windows there are (one job, a few rows)."""
+    rows = (
+        t.where(F.col(FACT) != POINT)
+        .groupBy(FACT, ROUTED)
+        .agg(F.sum(ROWS).alias("n"), F.count(F.lit(1)).alias("k"))
+        .collect()
+    )
+    routes = {r[ROUTED]: int(r["n"]) for r in rows if r[FACT] == COUNT}
+    return routes, sum(int(r["k"]) for r in rows if r[FACT] == WINDOW)
 
 
 def _offsets(t: DataFrame) -> DataFrame:

@@ -180,8 +180,9 @@ def write(
     df, sinks: list[Sink], lay: Layout, staging: str, in_driver: bool = False
 ) -> dict[str, int]:
     """Run the job: write every sink's parts under ``staging``; rows seen per route.
-    ``in_driver`` (small local inputs, see evtime.cli.run.driver_io): the rows come to this
-    process as Arrow and the parts are written here, without Python workers."""
+    ``in_driver`` (small local inputs, see evtime.cli.run.driver_io, or few rows, see
+    evtime.cli.run.few_rows): the rows come to this process as Arrow and the parts are
+    written here, without Python workers."""
     from pyspark.sql import functions as F
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -205,7 +206,9 @@ def write(
         # partitions arrive in order; a stable sort by part keeps each part's own order
         import pyarrow.compute as pc
 
-        rows = df.toArrow()  # bounded: inputs of at most EVTIME_DRIVER_IO_MAX bytes only
+        # bounded: inputs of at most EVTIME_DRIVER_IO_MAX bytes, or results known to have
+        # at most EVTIME_DRIVER_ROWS_MAX rows (evtime.cli.run.few_rows)
+        rows = df.toArrow()
         rows = rows.take(pc.sort_indices(rows.column(PART)))
         seen = _write_parts(iter(rows.to_batches()), sinks, lay, staging)
     else:
