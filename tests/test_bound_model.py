@@ -102,12 +102,11 @@ def _engine(spark, keyed, events, cfg, explain=True):
             t, names = bound_tally.tally(engine.classify(df, spec), spec, aggs)
             t = t.localCheckpoint()
             w = bound_tally.windows(t, spec, names)
-            out = [r.asDict() for r in engine.output(w, spec, names).collect()]
-            return out, bound_tally.route_counts(t)
+            return _in_order(engine.output(w, spec, names)), bound_tally.counts(t)[0]
         cl = engine.prepare(df, spec)
         w, names = engine.windows(cl, spec, aggs)
         w = w.localCheckpoint()  # shared by the output and the explanation
-        out = [r.asDict() for r in engine.output(w, spec, names).collect()]
+        out = _in_order(engine.output(w, spec, names))
         ex = engine.explain(cl, w, spec, ["in.csv"]).select(
             "_x_arrival",
             "_x_evtime",
@@ -119,6 +118,14 @@ def _engine(spark, keyed, events, cfg, explain=True):
             "_x_reason",
         )
         return out, sorted((r.asDict() for r in ex.collect()), key=lambda e: e["_x_arrival"])
+
+
+def _in_order(frame) -> list[dict]:
+    """The rows of an output frame in output order, as the writer puts them together: part
+    after part (each part is whole, and sorted, in one Spark partition)."""
+    from evtime.io.reader import PART
+
+    return sorted((r.asDict() for r in frame.collect()), key=lambda r: r[PART])
 
 
 def _model(keyed, events, cfg):

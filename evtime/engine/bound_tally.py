@@ -99,11 +99,6 @@ def windows(t: DataFrame, spec: BoundSpec, names: Sequence[str]) -> DataFrame:
     return close(w, points, spec)
 
 
-def route_counts(t: DataFrame) -> dict[str, int]:
-    """Arrivals per route (a few rows to the driver)."""
-    return counts(t)[0]
-
-
 def counts(t: DataFrame) -> tuple[dict[str, int], int]:
     """Arrivals per route, and how many windows there are (one job, a few rows)."""
     rows = (
