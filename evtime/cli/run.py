@@ -245,14 +245,9 @@ def driver_io(files, sopts) -> bool:
     getting and giving the rows as Arrow tables: local inputs of at most DRIVER_IO_MAX bytes
     (EVTIME_DRIVER_IO_MAX, 0 = never) on a local Spark.  A tiny input then costs no Python
     worker and no checkpoint job; the operator itself runs in Spark as always."""
-    import os
-
     from evtime.session import DRIVER_IO_MAX
 
-    try:
-        limit = int(os.environ.get("EVTIME_DRIVER_IO_MAX", DRIVER_IO_MAX))
-    except ValueError:
-        raise UsageError("EVTIME_DRIVER_IO_MAX takes a number of bytes") from None
+    limit = _env_limit("EVTIME_DRIVER_IO_MAX", DRIVER_IO_MAX, "bytes")
     size = _local_bytes(files)
     return bool(files) and sopts.local_driver and size is not None and size <= limit
 
@@ -261,13 +256,17 @@ def few_rows(n: int) -> bool:
     """Whether a result of ``n`` rows is written from this process (no Python worker to
     start): at most DRIVER_ROWS_MAX (EVTIME_DRIVER_ROWS_MAX, 0 = never), or any result of
     a run that reads in this process."""
+    return _in_driver or n <= _env_limit("EVTIME_DRIVER_ROWS_MAX", DRIVER_ROWS_MAX, "rows")
+
+
+def _env_limit(name: str, default: int, unit: str) -> int:
+    """A number from the environment variable ``name`` (``default`` when unset)."""
     import os
 
     try:
-        limit = int(os.environ.get("EVTIME_DRIVER_ROWS_MAX", DRIVER_ROWS_MAX))
+        return int(os.environ.get(name, default))
     except ValueError:
-        raise UsageError("EVTIME_DRIVER_ROWS_MAX takes a number of rows") from None
-    return _in_driver or n <= limit
+        raise UsageError(f"{name} takes a number of {unit}") from None
 
 
 def discards_sink(
@@ -313,7 +312,7 @@ def publish_jobs(jobs, in_driver: Sequence[bool] | None = None) -> dict[str, int
             writer.check_sink(s)
     staging = writer.staging_dir()
     try:
-        counts = _write_jobs(jobs, staging, in_driver or [_in_driver] * len(jobs))
+        counts = _write_jobs(jobs, staging, in_driver)
         for frame, sinks, lay in jobs:
             for s in sinks:
                 writer.publish(s, staging, lay, frame.schema)
@@ -322,11 +321,13 @@ def publish_jobs(jobs, in_driver: Sequence[bool] | None = None) -> dict[str, int
     return counts
 
 
-def _write_jobs(jobs, staging: str, in_driver: Sequence[bool]) -> dict[str, int]:
-    """Write every ``(frame, sinks, layout)`` under ``staging``: rows seen per route, summed."""
+def _write_jobs(jobs, staging: str, in_driver: Sequence[bool] | None = None) -> dict[str, int]:
+    """Write every ``(frame, sinks, layout)`` under ``staging``: rows seen per route, summed.
+    ``in_driver``: see :func:`publish_jobs`."""
     from evtime.io import writer
 
     counts: dict[str, int] = {}
+    in_driver = in_driver or [_in_driver] * len(jobs)
     for (frame, sinks, lay), here in zip(jobs, in_driver, strict=True):
         for route, n in writer.write(frame, sinks, lay, staging, here).items():
             counts[route] = counts.get(route, 0) + n
@@ -449,7 +450,7 @@ def commit_jobs(sinks, jobs, stf: Stateful, meta: dict) -> dict[str, int]:
         gen = stf.sd.begin(stf.st, sinks, staging)
         placed: dict[str, tuple] = {}
         written = list(jobs(gen))
-        counts = _write_jobs(written, staging, [_in_driver] * len(written))
+        counts = _write_jobs(written, staging)
         for frame, job_sinks, lay in written:
             for s in job_sinks:
                 if any(s is o for o in sinks):
