@@ -92,7 +92,7 @@ def _engine(spark, keyed, events, cfg, explain=True):
             lines.append(f"{t},{key or ''},{'bound' if marker else 'data'},{'' if marker else i}")
         path.write_text("\n".join(lines) + "\n")
         files = expand_inputs([str(path)], None)
-        df, _ = reader.read(spark, files, reader.ReadOptions(time="t", time_format="epoch_ns"))
+        df, _, _ = reader.read(spark, files, reader.ReadOptions(time="t", time_format="epoch_ns"))
         spec = _spec(keyed, cfg)
         spec.check()
         aggs = [VALUES + " AS vs", "count(v) AS n"]

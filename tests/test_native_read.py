@@ -237,3 +237,33 @@ def test_spark_spellings_map_to_file_indexes():
     }
     assert native._spellings(spelled[:1], files) is None  # Spark lists one file less
     assert native._spellings([*spelled, "file:///d/c.parquet"], files) is None
+
+
+@pytest.mark.parametrize("unit", ["ns", "us", "ms"])
+def test_footers_count_and_range_the_times(tmp_path, unit):
+    """What the footers say (rows with and without a time, least and greatest time in ns)
+    is what the data holds: several files, row groups of 7 rows, one group all null."""
+    tables = [_table(30, 21, unit, nulls={0, 1, 2, 3, 4, 5, 6, 12}), _table(25, 22, unit)]
+    paths = [
+        _write(tmp_path / f"f{i}.parquet", t, row_group_size=7) for i, t in enumerate(tables)
+    ]
+    files = expand_inputs(paths, None)
+    opts = reader.ReadOptions()
+    footers: list = []
+    assert native.problem(files, reader.layout(files, opts), opts, footers) is None
+    got = native._footing(footers, reader.layout(files, opts))
+    ns = [v for t in tables for v in t.column("time").cast(pa.int64()).to_pylist()]
+    per = {"ns": 1, "us": 10**3, "ms": 10**6}[unit]
+    times = [v * per for v in ns if v is not None]
+    assert (got.good, got.bad) == (len(times), len(ns) - len(times)) == (47, 8)
+    assert (got.least, got.greatest) == (min(times), max(times))
+
+
+def test_footers_of_files_without_times(tmp_path):
+    table = _table(5, 23, nulls=set(range(5)))
+    files = _files(tmp_path, table)
+    opts = reader.ReadOptions()
+    footers: list = []
+    assert native.problem(files, reader.layout(files, opts), opts, footers) is None
+    got = native._footing(footers, reader.layout(files, opts))
+    assert (got.good, got.bad, got.least, got.greatest) == (0, 5, None, None)

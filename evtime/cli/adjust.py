@@ -80,8 +80,10 @@ def adjust(**kw) -> None:
     # --emit-bounds; without them the keep flag comes out of the output's own sort
     # (a small input read here is quicker with the prefix scan: fewer Spark jobs to plan)
     in_order = not (kw["discards"] or kw["emit_bounds"] or run.in_driver())
+    # the time range, when known (read here, or in the Parquet footers): no job to find it
+    limits = engine.evtime_limits(spec, inp.time_range)
     classified = (
-        engine.classify_in_order(df, spec)
+        engine.classify_in_order(df, spec, limits)
         if in_order
         else engine.classify(df, spec, one_chunk=inp.one_chunk)
     )
@@ -94,8 +96,6 @@ def adjust(**kw) -> None:
         df, out.columns = _with_bounds(df, spec, lay, kw, inp, out.columns)
         out.routes = ("out", "emit")
     elif not in_order:
-        # a small input read here: its time range is known, no job to find it
-        limits = engine.evtime_limits(spec, inp.time_range) if inp.time_range else None
         df = engine.order(df, limits)
     df = run.with_rejected(df, inp)
     counts = run.write_and_publish(df, sinks, lay)

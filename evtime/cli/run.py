@@ -36,8 +36,10 @@ class Inputs:
     keys: tuple[str, ...]
     bad_rows: str = "fail"
     rejected: object = None  # --bad-rows discard: the bad rows (a DataFrame), set by start()
-    counted: tuple[int, int] | None = None  # (good, bad) rows, when start() counted them
-    # the least and the greatest input time (ns), when start() read the input itself
+    # (good, bad) rows, when start() counted them (or the Parquet footers say)
+    counted: tuple[int, int] | None = None
+    # the least and the greatest input time (ns), when start() read the input itself (or
+    # the Parquet footers say)
     time_range: tuple[int | None, int | None] | None = None
     # every row has the same _evt_chunk, when start() read the input itself (one file of at
     # most 2^20 rows): prefix scans need no carry between chunks
@@ -159,7 +161,10 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         inp.one_chunk = first.as_py() == last.as_py()
         df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
     elif files:
-        df, lay = reader.read(spark, files, opts, lay)
+        df, lay, footing = reader.read(spark, files, opts, lay)
+        if footing is not None:  # counted and ranged by the Parquet footers
+            inp.counted = (footing.good, footing.bad)
+            inp.time_range = (footing.least, footing.greatest)
     else:  # `--state DIR --flush` without input
         df = spark.createDataFrame([], reader.spark_schema(lay))
     from evtime.engine.scan import order_arrivals

@@ -86,15 +86,18 @@ def classify(
     return df.withColumn(KEEP, kept(F.lit(spec.width)))
 
 
-def classify_in_order(df: DataFrame, spec: AdjustSpec) -> DataFrame:
+def classify_in_order(
+    df: DataFrame, spec: AdjustSpec, limits: tuple[int, int] | None = None
+) -> DataFrame:
     """:func:`classify` and :func:`order` in one pass, for runs that need only the keep flag
     (no reference time): a row is discarded exactly when an earlier arrival of its key has
     evtime > evtime + range*unit (its reference time then exceeds the bound), i.e. when the
     least arrival above that value is earlier than the row: a suffix minimum in value order
     (:func:`~evtime.engine.scan.first_above_in_parts`), computed in the output's own parts
-    (one shuffle of the rows), which are then sorted into output order."""
+    (one shuffle of the rows), which are then sorted into output order.  ``limits``: bounds
+    of the evtimes, when known (:func:`evtime_limits`; no aggregate job)."""
     timed = df.withColumn(EVT, _evtime(spec))
-    lims = value_limits(timed, EVT)
+    lims = limits or value_limits(timed, EVT)
     if lims[0] is None:  # no rows
         return order(timed.withColumn(KEEP, F.lit(True)))
     try:
@@ -158,22 +161,31 @@ def order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataFrame:
     return sort_in_parts(df, EVT, SEQ, limits=limits)
 
 
-def evtime_limits(spec: AdjustSpec, times: tuple[int | None, int | None]) -> tuple[int, int] | None:
+def evtime_limits(
+    spec: AdjustSpec, times: tuple[int | None, int | None] | None
+) -> tuple[int, int] | None:
     """The least and the greatest evtime from the least and the greatest time (truncation
-    is monotone), or None when there are no times."""
-    lo, hi = times
+    is monotone; bounds of the times give bounds of the evtimes), or None when there are
+    no times or they are not known."""
+    lo, hi = times or (None, None)
     if lo is None or hi is None:
         return None
     return lo - lo % spec.unit_ns, hi - hi % spec.unit_ns
 
 
-def explain(df: DataFrame, spec: AdjustSpec, sources: list[str]) -> DataFrame:
-    """Every arrival with its decision (SPEC §5), in arrival order; needs :func:`classify`."""
+def explain(
+    df: DataFrame,
+    spec: AdjustSpec,
+    sources: list[str],
+    limits: tuple[int, int] | None = None,
+) -> DataFrame:
+    """Every arrival with its decision (SPEC §5), in arrival order; needs :func:`classify`.
+    ``limits``: bounds of the evtimes, when known (:func:`evtime_limits`)."""
     # cut the lineage: the search below plans and runs over these rows more than once
     rows = arrival_numbers(df, "arrival").drop(CHUNK).localCheckpoint()
     # for a kept row the least arrival above evtime + range*unit is the one that released
     # it (no earlier arrival is above it); the output positions follow in the same parts
-    lims = value_limits(rows, EVT)
+    lims = limits or value_limits(rows, EVT)
     df = first_above_in_parts(rows, EVT, spec.width, "arrival", "_rel", spec.keys, lims)
     df = df.sortWithinPartitions(PART, EVT, SEQ)  # (parts stay whole in their partitions)
     if lims[0] is not None:

@@ -25,6 +25,7 @@ statistics to tell), and Spark settings or readers that do not give the expected
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
@@ -128,9 +129,41 @@ def _in_range(rg, i: int, per: int) -> bool:
     return lo <= st.min_raw and st.max_raw <= hi
 
 
-def _footer_problem(f: InputFile, lay: Layout) -> str | None:
-    """What in ``f``'s footer Spark would read differently from pyarrow."""
-    md = formats.parquet_metadata(f)
+@dataclass(frozen=True)
+class Footing:
+    """What the inputs' footers say about the time column, so no Spark job has to count or
+    scan for it: rows (``good``: with a time, ``bad``: without), and the least and the
+    greatest time in ns (None: no times).  Parquet statistics are the row groups' own true
+    minima and maxima (Spark skips row groups by them too)."""
+
+    good: int
+    bad: int
+    least: int | None
+    greatest: int | None
+
+
+def _footing(mds: list, lay: Layout) -> Footing:
+    """:class:`Footing` of files whose time column has statistics in every row group (as
+    :func:`_footer_problem` checked)."""
+    rows = nulls = 0
+    least = greatest = None
+    t = lay.schema.field(lay.time_col).type
+    per = _NS_PER[_STORED[t.unit]]
+    for md in mds:
+        i = next(j for j in range(md.num_columns) if md.schema.column(j).name == lay.time_col)
+        for g in range(md.num_row_groups):
+            rg = md.row_group(g)
+            st = rg.column(i).statistics
+            rows, nulls = rows + rg.num_rows, nulls + st.null_count
+            if st.has_min_max:
+                lo, hi = st.min_raw * per, st.max_raw * per
+                least = lo if least is None else min(least, lo)
+                greatest = hi if greatest is None else max(greatest, hi)
+    return Footing(rows - nulls, nulls, least, greatest)
+
+
+def _footer_problem(f: InputFile, lay: Layout, md) -> str | None:
+    """What in ``f``'s footer ``md`` Spark would read differently from pyarrow."""
     for i in range(md.num_columns):
         col = md.schema.column(i)
         if col.physical_type == "INT96":
@@ -148,8 +181,11 @@ def _footer_problem(f: InputFile, lay: Layout) -> str | None:
     return None
 
 
-def problem(files: list[InputFile], lay: Layout, opts: ReadOptions) -> str | None:
-    """Why Spark's reader cannot give these inputs exactly (None: it can), before Spark."""
+def problem(
+    files: list[InputFile], lay: Layout, opts: ReadOptions, footers: list | None = None
+) -> str | None:
+    """Why Spark's reader cannot give these inputs exactly (None: it can), before Spark;
+    the files' footers go into ``footers`` (when given) as they are read."""
     if not enabled():
         return "EVTIME_NATIVE_READ=0"
     if not files or any(f.fmt != "parquet" for f in files):
@@ -163,7 +199,12 @@ def problem(files: list[InputFile], lay: Layout, opts: ReadOptions) -> str | Non
         return "a file given twice"
     found = _schema_problem(files, lay, opts)
     for f in files:
-        found = found or _footer_problem(f, lay)
+        if found:
+            break
+        md = formats.parquet_metadata(f)
+        found = _footer_problem(f, lay, md)
+        if footers is not None:
+            footers.append(md)
     return found
 
 
@@ -298,8 +339,10 @@ def _frame(sdf, files, lay: Layout, opts: ReadOptions, spelled):  # -> DataFrame
 
 def read_native(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):
     """The DataFrame of :func:`~evtime.io.reader.read_tasks`, read by Spark's Parquet
-    reader; None when it cannot give exactly that (the caller reads with pyarrow)."""
-    if problem(files, lay, opts) or _conf_problem(spark, lay):
+    reader, and its :class:`Footing`; None when it cannot give exactly that (the caller
+    reads with pyarrow)."""
+    footers: list = []
+    if problem(files, lay, opts, footers) or _conf_problem(spark, lay):
         return None
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
@@ -311,7 +354,9 @@ def read_native(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):
         if df is None:
             return None
         expected = [(f.name, f.dataType) for f in spark_schema(lay, opts)]
-        return df if [(f.name, f.dataType) for f in df.schema] == expected else None
+        if [(f.name, f.dataType) for f in df.schema] != expected:
+            return None
+        return df, _footing(footers, lay)
     except (PySparkException, Py4JError, EvtimeError):
         # Spark cannot list or read them (no FileSystem for the scheme, ...): pyarrow can,
         # or says why not

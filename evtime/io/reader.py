@@ -421,15 +421,18 @@ def spark_schema(lay: Layout, opts: ReadOptions | None = None):  # -> pyspark St
 
 def read(
     spark, files: list[InputFile], opts: ReadOptions, lay: Layout | None = None
-):  # -> (DataFrame, Layout)
+):  # -> (DataFrame, Layout, Footing | None)
     """The rows of ``files`` as a DataFrame with arrival and ns-time columns; ``lay`` is the
     :func:`layout` when the caller already has it.  Parquet inputs that Spark's own reader
-    gives exactly are read by it (:func:`read_native`), the others by pyarrow in tasks."""
+    gives exactly are read by it (:func:`read_native`), with what their footers tell
+    (:class:`~evtime.io.native.Footing`), the others by pyarrow in tasks (None)."""
     from evtime.io.native import read_native
 
     lay = lay or layout(files, opts)
-    df = read_native(spark, files, opts, lay)
-    return (df, lay) if df is not None else (read_tasks(spark, files, opts, lay), lay)
+    native = read_native(spark, files, opts, lay)
+    if native is not None:
+        return native[0], lay, native[1]
+    return read_tasks(spark, files, opts, lay), lay, None
 
 
 def read_tasks(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):  # -> DataFrame
