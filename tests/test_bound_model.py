@@ -101,8 +101,10 @@ def _engine(spark, keyed, events, cfg, explain=True):
 
             t, names = bound_tally.tally(engine.classify(df, spec), spec, aggs)
             t = t.localCheckpoint()
-            w = bound_tally.windows(t, spec, names)
-            return _in_order(engine.output(w, spec, names)), bound_tally.counts(t)[0]
+            # (with the search's value range from the counts, as the CLI runs it)
+            routes, _, limits = bound_tally.counts(t, spec)
+            w = bound_tally.windows(t, spec, names, limits)
+            return _in_order(engine.output(w, spec, names)), routes
         cl = engine.prepare(df, spec)
         w, names = engine.windows(cl, spec, aggs)
         w = w.localCheckpoint()  # shared by the output and the explanation

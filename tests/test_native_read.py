@@ -244,9 +244,7 @@ def test_footers_count_and_range_the_times(tmp_path, unit):
     """What the footers say (rows with and without a time, least and greatest time in ns)
     is what the data holds: several files, row groups of 7 rows, one group all null."""
     tables = [_table(30, 21, unit, nulls={0, 1, 2, 3, 4, 5, 6, 12}), _table(25, 22, unit)]
-    paths = [
-        _write(tmp_path / f"f{i}.parquet", t, row_group_size=7) for i, t in enumerate(tables)
-    ]
+    paths = [_write(tmp_path / f"f{i}.parquet", t, row_group_size=7) for i, t in enumerate(tables)]
     files = expand_inputs(paths, None)
     opts = reader.ReadOptions()
     footers: list = []

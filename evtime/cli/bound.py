@@ -339,14 +339,14 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     t = t.localCheckpoint()  # (the small table: everything below reads it)
-    w = bound_tally.windows(t, spec, names)
+    routes, windows, limits = bound_tally.counts(t, spec)
+    w = bound_tally.windows(t, spec, names, limits)
     out_frame, key_lay = _output(w, spec, names, sinks[0], lay, read)
     jobs = [(out_frame, sinks[:1], key_lay)]
     if len(sinks) > 1:
         late = engine.routed(bound_tally.late_rows(cl, t, engine.ARRIVAL), spec, True)
         late = engine.late_in_order(late, limits=(1, max(read, 1)))
         jobs.append((run.with_rejected(late, inp), sinks[1:], lay))
-    routes, windows = bound_tally.counts(t)
     written = run.publish_jobs(jobs, [run.few_rows(windows), run.in_driver()][: len(jobs)])
     n = {**routes, "out": written.get("out", 0)}
     if len(sinks) > 1:

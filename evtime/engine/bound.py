@@ -326,16 +326,19 @@ def close_points(cl: DataFrame, spec: BoundSpec) -> DataFrame:
     )
 
 
-def close(w: DataFrame, points: DataFrame, spec: BoundSpec) -> DataFrame:
+def close(
+    w: DataFrame, points: DataFrame, spec: BoundSpec, limits: tuple[int, int] | None = None
+) -> DataFrame:
     """Add ``CLOSED``: the arrival whose bound made each window final (null: end of input),
     the first of ``points`` (:func:`close_points`) at or above the window's start +
-    close_after."""
+    close_after.  ``limits``: the least and the greatest search value (window start +
+    close_after, and the points' values), when known."""
     keys = list(spec.keys)
     # (a window is one (keys, start): its start is the query's id among the key's)
     queries = w.select(
         *keys, F.col(WS).alias("_q"), (F.col(WS) + F.lit(spec.close_after)).alias("_v")
     )
-    found = first_above(queries, points, keys, CLOSED, strict=False, keep_by=keys)
+    found = first_above(queries, points, keys, CLOSED, strict=False, keep_by=keys, limits=limits)
     return join_small(w, found.withColumnRenamed("_q", WS), [*keys, WS])
 
 

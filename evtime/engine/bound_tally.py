@@ -88,27 +88,42 @@ def tally(cl: DataFrame, spec: BoundSpec, items: Sequence[str]) -> tuple[DataFra
     return t, names
 
 
-def windows(t: DataFrame, spec: BoundSpec, names: Sequence[str]) -> DataFrame:
-    """The windows of a :func:`tally` with their closing arrival (as :func:`bound.windows`)."""
+def windows(
+    t: DataFrame,
+    spec: BoundSpec,
+    names: Sequence[str],
+    limits: tuple[int, int] | None = None,
+) -> DataFrame:
+    """The windows of a :func:`tally` with their closing arrival (as :func:`bound.windows`);
+    ``limits``: the closing search's value range (from :func:`counts`)."""
     keys = list(spec.keys)
     points = t.where(F.col(FACT) == POINT).select(*keys, F.col(GROUP).alias("_v"), LEAST)
     points = numbered(points, LEAST, _offsets(t), "_a").drop(LEAST)
     w = t.where(F.col(FACT) == WINDOW).select(
         *keys, F.col(GROUP).alias(WS), *[F.col(quote(n)) for n in names], ROWS
     )
-    return close(w, points, spec)
+    return close(w, points, spec, limits)
 
 
-def counts(t: DataFrame) -> tuple[dict[str, int], int]:
-    """Arrivals per route, and how many windows there are (one job, a few rows)."""
+def counts(t: DataFrame, spec: BoundSpec) -> tuple[dict[str, int], int, tuple[int, int] | None]:
+    """Arrivals per route, how many windows there are, and the least and the greatest
+    value of the closing search (window start + close_after, and the points' values; None
+    when there are neither): one job, a few rows."""
     rows = (
-        t.where(F.col(FACT) != POINT)
-        .groupBy(FACT, ROUTED)
-        .agg(F.sum(ROWS).alias("n"), F.count(F.lit(1)).alias("k"))
+        t.groupBy(FACT, ROUTED)
+        .agg(
+            F.sum(ROWS).alias("n"),
+            F.count(F.lit(1)).alias("k"),
+            F.min(GROUP).alias("lo"),
+            F.max(GROUP).alias("hi"),
+        )
         .collect()
     )
     routes = {r[ROUTED]: int(r["n"]) for r in rows if r[FACT] == COUNT}
-    return routes, sum(int(r["k"]) for r in rows if r[FACT] == WINDOW)
+    shift = {WINDOW: spec.close_after, POINT: 0}
+    ends = [(r["lo"] + shift[r[FACT]], r["hi"] + shift[r[FACT]]) for r in rows if r[FACT] in shift]
+    limits = (min(e[0] for e in ends), max(e[1] for e in ends)) if ends else None
+    return routes, sum(int(r["k"]) for r in rows if r[FACT] == WINDOW), limits
 
 
 def _offsets(t: DataFrame) -> DataFrame:

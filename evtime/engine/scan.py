@@ -152,9 +152,12 @@ def first_above(
     out: str,
     strict: bool = True,
     keep_by: Sequence[str] = (),
+    limits: tuple[int, int] | None = None,
 ) -> DataFrame:
     """For each query row ``(by..., _q, _v)``: the least ``_a`` among ``data (by..., _v, _a)``
     rows of the same key with ``_v > query._v`` (``>=`` when ``strict=False``).
+    ``limits``: the least and the greatest ``_v`` of both, when the caller knows them (no
+    aggregate job to find them; any pair gives the right answer, the true one even buckets).
 
     Returns ``(keep_by..., _q, out)`` (``keep_by``: columns of ``by`` that, with ``_q``,
     identify a query).  The data's ``_v`` need not be sorted by ``_a``: this is the
@@ -168,7 +171,8 @@ def first_above(
             *by, "_v", F.lit(None).cast("long").alias("_a"), F.lit(kind_q).alias("_k"), "_q"
         )
     )
-    both = both.withColumn("_b", _bucket(both, "_v"))
+    bucket = bucketer(*limits) if limits else bucketer(*value_limits(both, "_v"))
+    both = both.withColumn("_b", bucket(F.col("_v")))
     per_bucket = both.groupBy(*by, "_b").agg(F.min("_a").alias("_bm"))
     carry = running(per_bucket, by, "_b", {"_bc": ("min", "_bm")}, descending=True)
     inside = (
