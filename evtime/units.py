@@ -34,6 +34,19 @@ def unit_ns(name: str) -> int:
         raise UsageError(f"unknown unit {name!r}: use one of {', '.join(UNITS)}") from None
 
 
+def truncated_range(
+    times: tuple[int | None, int | None] | None, unit: int | None
+) -> tuple[int, int] | None:
+    """The least and the greatest time truncated to ``unit`` ns (None or 0: as they are),
+    from the least and the greatest time: truncation is monotone, so bounds of the times
+    give bounds of the truncated times.  None when the times are not known or there are
+    none."""
+    lo, hi = times or (None, None)
+    if lo is None or hi is None:
+        return None
+    return (lo - lo % unit, hi - hi % unit) if unit else (lo, hi)
+
+
 def duration_ns(text: str) -> int:
     """'250ms', '2s', '15m', '1h', '1d', '1ns', '-1ns', '10us' -> ns."""
     m = _DURATION.match(text)

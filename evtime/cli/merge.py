@@ -92,17 +92,6 @@ def _sources(args: tuple[str, ...]) -> tuple[list[str], list[str]]:
     return names, paths
 
 
-def _evtime_limits(spec, inp: run.Inputs) -> tuple[int, int] | None:
-    """The least and the greatest evtime, when the time range is known (read here, or in
-    the Parquet footers: no job to find them); bounds of the times give bounds of the
-    evtimes (truncation is monotone)."""
-    lo, hi = inp.time_range or (None, None)
-    if lo is None or hi is None:
-        return None
-    u = spec.unit_ns
-    return (lo - lo % u, hi - hi % u) if u else (lo, hi)
-
-
 def _setup(kw: dict, command: str, check=None, classify: bool = True, stream=None):
     """Check options, read the sources (``check(layout)`` before any work on them), and
     classify every row (only prepare it: ``classify=False``).  ``stream``: ``--state``
@@ -339,6 +328,7 @@ def merge(**kw) -> None:
     from evtime.engine.scan import sort_in_parts
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink, output_format
+    from evtime.units import truncated_range
 
     own = lay.schema.names
     routes = _routes(spec)
@@ -383,8 +373,10 @@ def merge(**kw) -> None:
             F.lit(1).alias("_evt_kind"),
         )
         rows = rows.unionByName(bounds, allowMissingColumns=True)
+    # the time range, when known (read here, or in the Parquet footers): no job to find it
+    limits = truncated_range(inp.time_range, spec.unit_ns)
     rows = run.with_rejected(
-        sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind", limits=_evtime_limits(spec, inp)),
+        sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind", limits=limits),
         inp,
         {source_as: engine._source_name(spec)},
         _rejected_route(),

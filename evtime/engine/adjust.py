@@ -27,7 +27,7 @@ from evtime.engine.scan import (
     value_limits,
 )
 from evtime.io.reader import CHUNK, PART, SEQ, T
-from evtime.units import unit_ns
+from evtime.units import truncated_range, unit_ns
 
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
 REF, ARRIVAL = "_evt_ref", "_evt_arrival"  # a key's reference time; a global arrival number
@@ -164,13 +164,9 @@ def order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataFrame:
 def evtime_limits(
     spec: AdjustSpec, times: tuple[int | None, int | None] | None
 ) -> tuple[int, int] | None:
-    """The least and the greatest evtime from the least and the greatest time (truncation
-    is monotone; bounds of the times give bounds of the evtimes), or None when there are
-    no times or they are not known."""
-    lo, hi = times or (None, None)
-    if lo is None or hi is None:
-        return None
-    return lo - lo % spec.unit_ns, hi - hi % spec.unit_ns
+    """The least and the greatest evtime from the least and the greatest time (bounds of
+    the times give bounds of the evtimes), or None when they are not known or none."""
+    return truncated_range(times, spec.unit_ns)
 
 
 def explain(

@@ -171,8 +171,7 @@ def first_above(
             *by, "_v", F.lit(None).cast("long").alias("_a"), F.lit(kind_q).alias("_k"), "_q"
         )
     )
-    bucket = bucketer(*limits) if limits else bucketer(*value_limits(both, "_v"))
-    both = both.withColumn("_b", bucket(F.col("_v")))
+    both = both.withColumn("_b", bucketer(*(limits or value_limits(both, "_v")))(F.col("_v")))
     per_bucket = both.groupBy(*by, "_b").agg(F.min("_a").alias("_bm"))
     carry = running(per_bucket, by, "_b", {"_bc": ("min", "_bm")}, descending=True)
     inside = (
