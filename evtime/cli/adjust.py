@@ -56,6 +56,7 @@ def adjust(**kw) -> None:
     from evtime.engine import adjust as engine
     from evtime.errors import UsageError
     from evtime.io.writer import ROUTE
+    from evtime.units import truncated_range
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
     if kw["emit_bounds"] and "=" not in (kw["bound_marker"] or ""):
@@ -81,7 +82,7 @@ def adjust(**kw) -> None:
     # (a small input read here is quicker with the prefix scan: fewer Spark jobs to plan)
     in_order = not (kw["discards"] or kw["emit_bounds"] or run.in_driver())
     # the time range, when known (read here, or in the Parquet footers): no job to find it
-    limits = engine.evtime_limits(spec, inp.time_range)
+    limits = truncated_range(inp.time_range, spec.unit_ns)
     classified = (
         engine.classify_in_order(df, spec, limits)
         if in_order

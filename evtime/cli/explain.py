@@ -135,6 +135,7 @@ def explain_adjust(**kw) -> None:
     from evtime.engine.scan import sort_in_parts
     from evtime.io.reader import ROW, T
     from evtime.io.writer import ROUTE, Sink
+    from evtime.units import truncated_range
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
     spark, df, lay, files = run.start(inp, ses)
@@ -142,7 +143,7 @@ def explain_adjust(**kw) -> None:
     # (the raw time and the row number are not shown: explain does not checkpoint them)
     df = df.drop(*({lay.time_col, ROW} - {T}))
     cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
-    limits = engine.evtime_limits(spec, inp.time_range)  # (known: no job to find them)
+    limits = truncated_range(inp.time_range, spec.unit_ns)  # (known: no job to find them)
     df = engine.explain(cl, spec, [f.shown for f in files], limits)
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
     frame = present.explain_frame(df, ("ref",), own)

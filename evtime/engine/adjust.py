@@ -27,7 +27,7 @@ from evtime.engine.scan import (
     value_limits,
 )
 from evtime.io.reader import CHUNK, PART, SEQ, T
-from evtime.units import truncated_range, unit_ns
+from evtime.units import unit_ns
 
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
 REF, ARRIVAL = "_evt_ref", "_evt_arrival"  # a key's reference time; a global arrival number
@@ -95,7 +95,7 @@ def classify_in_order(
     least arrival above that value is earlier than the row: a suffix minimum in value order
     (:func:`~evtime.engine.scan.first_above_in_parts`), computed in the output's own parts
     (one shuffle of the rows), which are then sorted into output order.  ``limits``: bounds
-    of the evtimes, when known (:func:`evtime_limits`; no aggregate job)."""
+    of the evtimes, when known (:func:`~evtime.units.truncated_range`; no aggregate job)."""
     timed = df.withColumn(EVT, _evtime(spec))
     lims = limits or value_limits(timed, EVT)
     if lims[0] is None:  # no rows
@@ -157,16 +157,8 @@ def with_discard_columns(df: DataFrame, spec: AdjustSpec) -> DataFrame:
 
 def order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataFrame:
     """Output order: (evtime, arrival); ``limits``: the least and the greatest evtime, when
-    known (see :func:`evtime_limits`)."""
+    known (see :func:`~evtime.units.truncated_range`)."""
     return sort_in_parts(df, EVT, SEQ, limits=limits)
-
-
-def evtime_limits(
-    spec: AdjustSpec, times: tuple[int | None, int | None] | None
-) -> tuple[int, int] | None:
-    """The least and the greatest evtime from the least and the greatest time (bounds of
-    the times give bounds of the evtimes), or None when they are not known or none."""
-    return truncated_range(times, spec.unit_ns)
 
 
 def explain(
@@ -176,7 +168,7 @@ def explain(
     limits: tuple[int, int] | None = None,
 ) -> DataFrame:
     """Every arrival with its decision (SPEC §5), in arrival order; needs :func:`classify`.
-    ``limits``: bounds of the evtimes, when known (:func:`evtime_limits`)."""
+    ``limits``: bounds of the evtimes, when known (:func:`~evtime.units.truncated_range`)."""
     # cut the lineage: the search below plans and runs over these rows more than once
     rows = arrival_numbers(df, "arrival").drop(CHUNK).localCheckpoint()
     # for a kept row the least arrival above evtime + range*unit is the one that released
