@@ -146,3 +146,51 @@ def test_parts_are_appended_whole_to_files_and_pipes(tmp_path):
     with open(part, "rb", buffering=0) as src:
         _copy(src, sink)
     assert sink.getvalue() == body
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
+def test_parts_that_arrive_descending_are_written_in_order(tmp_path, fmt):
+    """adjust without keys leaves its parts in the reverse of the output order (no second
+    sort): the writer turns the parts below ``descending_below`` round, across batches and
+    routes, and leaves the parts after it (the bad rows) as they come."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from evtime.io.reader import PART, Layout
+    from evtime.io.writer import ROUTE, Sink, _write_parts, stage
+
+    n = 50  # rows 0..49 in output order: parts of 10, and bad rows in part 1024
+    part = [i // 10 for i in range(n)] + [1024, 1024]
+    rows = list(range(n)) + [100, 98]  # (bad rows: one per route, not in order)
+    # every part's rows in descending order, the bad rows in their own order
+    order = sorted(range(n + 2), key=lambda i: (part[i], -rows[i] if part[i] < 1024 else i))
+    table = pa.table(
+        {
+            PART: pa.array([part[i] for i in order], pa.int64()),
+            "v": pa.array([rows[i] for i in order], pa.int64()),
+            ROUTE: pa.array(["out" if rows[i] % 7 else "discard" for i in order]),
+        }
+    )
+    lay = Layout(pa.schema([("v", pa.int64())]), "v")
+    sinks = [Sink("o", ("out",), None, fmt, ["v"]), Sink("d", ("discard",), None, fmt, ["v"])]
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    batches = table.to_batches(max_chunksize=4)  # runs of a part across several batches
+    seen = _write_parts(iter(batches), sinks, lay, str(staging), descending_below=1024)
+    assert seen["out"] + seen["discard"] == n + 2
+    assert sorted(os.listdir(staging)) == sorted(
+        f"part-{s}-{p:06d}" for s in "od" for p in [0, 1, 2, 3, 4, 1024]
+    )  # (no turned-round file left behind)
+    schema = StructType([StructField("v", LongType()), StructField(ROUTE, StringType())])
+    for sink, want in [
+        (sinks[0], [r for r in rows if r % 7]),
+        (sinks[1], [r for r in rows if not r % 7]),
+    ]:
+        out = tmp_path / f"{sink.name}.{fmt}"
+        stage(sink, str(staging), lay, schema, str(out))
+        if fmt == "parquet":
+            got = pq.read_table(out).column("v").to_pylist()
+        elif fmt == "csv":
+            got = [int(x) for x in out.read_text().split()[1:]]
+        else:
+            got = [int(x.split(":")[1].strip(" }")) for x in out.read_text().splitlines()]
+        assert got == want

@@ -83,10 +83,10 @@ def adjust(**kw) -> None:
     in_order = not (kw["discards"] or kw["emit_bounds"] or run.in_driver())
     # the time range, when known (read here, or in the Parquet footers): no job to find it
     limits = truncated_range(inp.time_range, spec.unit_ns)
-    classified = (
+    classified, descending = (
         engine.classify_in_order(df, spec, limits)
         if in_order
-        else engine.classify(df, spec, one_chunk=inp.one_chunk)
+        else (engine.classify(df, spec, one_chunk=inp.one_chunk), False)
     )
     df, sinks = _sinks(classified, spec, own, kw)
     out = sinks[0]
@@ -99,7 +99,7 @@ def adjust(**kw) -> None:
     elif not in_order:
         df = engine.order(df, limits)
     df = run.with_rejected(df, inp)
-    counts = run.write_and_publish(df, sinks, lay)
+    counts = run.write_and_publish(df, sinks, lay, descending)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"])
 
 

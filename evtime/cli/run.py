@@ -301,15 +301,20 @@ def discards_sink(
     )
 
 
-def write_and_publish(df, sinks, lay) -> dict[str, int]:
-    return publish_jobs([(df, sinks, lay)])
+def write_and_publish(df, sinks, lay, descending: bool = False) -> dict[str, int]:
+    """``descending``: the rows of ``df``'s sorted parts (not the bad rows after them) are
+    in the reverse of the output order (see evtime.io.writer.write)."""
+    return publish_jobs([(df, sinks, lay)], descending=descending)
 
 
-def publish_jobs(jobs, in_driver: Sequence[bool] | None = None) -> dict[str, int]:
+def publish_jobs(
+    jobs, in_driver: Sequence[bool] | None = None, descending: bool = False
+) -> dict[str, int]:
     """Write every ``(frame, sinks, layout)`` (one Spark job each), then publish them all:
     no sink is published unless every one was written.  Rows seen per route, summed.
     ``in_driver``: per job, whether its rows come to this process to be written (default:
-    as the run reads, :func:`in_driver`; see also :func:`few_rows`)."""
+    as the run reads, :func:`in_driver`; see also :func:`few_rows`); ``descending``: see
+    :func:`write_and_publish`."""
     from evtime.io import writer
 
     for _, sinks, _ in jobs:
@@ -317,7 +322,7 @@ def publish_jobs(jobs, in_driver: Sequence[bool] | None = None) -> dict[str, int
             writer.check_sink(s)
     staging = writer.staging_dir()
     try:
-        counts = _write_jobs(jobs, staging, in_driver)
+        counts = _write_jobs(jobs, staging, in_driver, descending)
         for frame, sinks, lay in jobs:
             for s in sinks:
                 writer.publish(s, staging, lay, frame.schema)
@@ -326,15 +331,19 @@ def publish_jobs(jobs, in_driver: Sequence[bool] | None = None) -> dict[str, int
     return counts
 
 
-def _write_jobs(jobs, staging: str, in_driver: Sequence[bool] | None = None) -> dict[str, int]:
+def _write_jobs(
+    jobs, staging: str, in_driver: Sequence[bool] | None = None, descending: bool = False
+) -> dict[str, int]:
     """Write every ``(frame, sinks, layout)`` under ``staging``: rows seen per route, summed.
-    ``in_driver``: see :func:`publish_jobs`."""
+    ``in_driver``, ``descending``: see :func:`publish_jobs`."""
+    from evtime.engine.scan import AFTER_PARTS
     from evtime.io import writer
 
     counts: dict[str, int] = {}
     in_driver = in_driver or [_in_driver] * len(jobs)
+    below = AFTER_PARTS if descending else 0  # (the bad rows' parts come after AFTER_PARTS)
     for (frame, sinks, lay), here in zip(jobs, in_driver, strict=True):
-        for route, n in writer.write(frame, sinks, lay, staging, here).items():
+        for route, n in writer.write(frame, sinks, lay, staging, here, below).items():
             counts[route] = counts.get(route, 0) + n
     return counts
 

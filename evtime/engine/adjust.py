@@ -88,25 +88,34 @@ def classify(
 
 def classify_in_order(
     df: DataFrame, spec: AdjustSpec, limits: tuple[int, int] | None = None
-) -> DataFrame:
+) -> tuple[DataFrame, bool]:
     """:func:`classify` and :func:`order` in one pass, for runs that need only the keep flag
     (no reference time): a row is discarded exactly when an earlier arrival of its key has
     evtime > evtime + range*unit (its reference time then exceeds the bound), i.e. when the
     least arrival above that value is earlier than the row: a suffix minimum in value order
     (:func:`~evtime.engine.scan.first_above_in_parts`), computed in the output's own parts
-    (one shuffle of the rows), which are then sorted into output order.  ``limits``: bounds
-    of the evtimes, when known (:func:`~evtime.units.truncated_range`; no aggregate job)."""
+    (one shuffle of the rows).  ``limits``: bounds of the evtimes, when known
+    (:func:`~evtime.units.truncated_range`; no aggregate job).
+
+    Returns the rows in numbered parts and whether each part is in the reverse of the
+    output order: without keys the search leaves every part in descending (evtime,
+    arrival) order, and the writer turns it round (no second sort); with keys the parts
+    are sorted again into output order."""
     timed = df.withColumn(EVT, _evtime(spec))
     lims = limits or value_limits(timed, EVT)
     if lims[0] is None:  # no rows
-        return order(timed.withColumn(KEEP, F.lit(True)))
+        return order(timed.withColumn(KEEP, F.lit(True))), False
+    descending = not spec.keys
     try:
-        found = first_above_in_parts(timed, EVT, spec.width, SEQ, "_p", spec.keys, lims)
+        found = first_above_in_parts(
+            timed, EVT, spec.width, SEQ, "_p", spec.keys, lims, [SEQ] if descending else []
+        )
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
-        return order(classify(df, spec))
+        return order(classify(df, spec)), False
     keep = F.col("_p").isNull() | (F.col("_p") > F.col(SEQ))
+    found = found.withColumn(KEEP, keep).drop("_p")
     # (parts stay whole in their partitions: only a sort inside each)
-    return found.withColumn(KEEP, keep).drop("_p").sortWithinPartitions(PART, EVT, SEQ)
+    return (found, True) if descending else (found.sortWithinPartitions(PART, EVT, SEQ), False)
 
 
 def kept(width: Column) -> Column:
@@ -174,9 +183,8 @@ def explain(
     # for a kept row the least arrival above evtime + range*unit is the one that released
     # it (no earlier arrival is above it); the output positions follow in the same parts
     lims = limits or value_limits(rows, EVT)
-    df = first_above_in_parts(rows, EVT, spec.width, "arrival", "_rel", spec.keys, lims)
-    df = df.sortWithinPartitions(PART, EVT, SEQ)  # (parts stay whole in their partitions)
-    if lims[0] is not None:
+    df = first_above_in_parts(rows, EVT, spec.width, "arrival", "_rel", spec.keys, lims, [SEQ])
+    if lims[0] is not None:  # (without keys, in the search's own order: no second sort)
         df = positions_in_parts(df, rows, lims, F.col(KEEP), "output_pos", EVT, [SEQ])
     else:
         df = df.withColumn("output_pos", F.lit(None).cast("long"))

@@ -260,9 +260,11 @@ def first_above_in_parts(
     out: str,
     by: Sequence[str] = (),
     limits: tuple[int, int] | None = None,
+    then: Sequence[str] = (),
 ) -> DataFrame:
     """The rows cut into parts as by :func:`sort_in_parts` (``PART``; each part whole in one
-    Spark partition, in descending ``lead`` order: sort them again for the output), each
+    Spark partition, in descending ``(*by, lead, *then)`` order: sort them again for the
+    output), each
     with ``out``: the least ``arrival`` among the rows of its ``by`` whose ``lead`` is above
     the row's own ``lead + width`` (null: there is none).  For a row that no earlier
     arrival passes, that is the first later arrival whose value passes it: the search of
@@ -319,7 +321,7 @@ def first_above_in_parts(
         rows.unionByName(halo, allowMissingColumns=True)
         .unionByName(carry, allowMissingColumns=True)
         .repartition(PART)
-        .sortWithinPartitions(PART, *by, F.col(lead).desc())
+        .sortWithinPartitions(PART, *by, F.col(lead).desc(), *[F.col(c).desc() for c in then])
         .withColumn(out, F.min(arrival).over(inside))
         .where(~F.col(probe))
         .drop(probe)
@@ -334,21 +336,30 @@ def positions_in_parts(
     keep: Column,
     out: str,
     lead: str,
-    then: Sequence[Column | str] = (),
+    then: Sequence[str] = (),
 ) -> DataFrame:
     """1-based positions in the order ``(lead, *then)`` of the rows where ``keep``, for
-    ``df`` in the parts :func:`first_above_in_parts` cut at ``limits`` (a running count
-    inside each part, which needs no shuffle, plus the kept rows of the parts before).  The
-    per-part counts come from ``upstream``, the rows before they were cut into parts, so
-    they cost a pass over those rows, not another run of the shuffle."""
+    ``df`` in the parts :func:`first_above_in_parts` cut at ``limits`` (a count inside each
+    part, which needs no shuffle, plus the kept rows of the parts before).  The per-part
+    counts come from ``upstream``, the rows before they were cut into parts, so they cost a
+    pass over those rows, not another run of the shuffle.  The count inside a part runs in
+    descending order (the kept rows at or after a row, taken from the part's kept rows),
+    the order :func:`first_above_in_parts` leaves the parts in when it has no keys and the
+    same ``then``: the parts are then sorted once, not twice."""
     bucket = bucketer(*limits)
     kept = upstream.where(keep).select(_part(bucket, lead).alias(PART))
     offsets = count_offsets(kept, PART, "_pp_off").withColumnRenamed(PART, "_pp_part")
-    inside = Window.partitionBy(PART).orderBy(lead, *then).rowsBetween(UNBOUNDED, 0)
-    ranked = df.withColumn("_pp_n", F.sum(F.when(keep, 1).otherwise(0)).over(inside))
+    desc = Window.partitionBy(PART).orderBy(*[F.col(c).desc() for c in (lead, *then)])
+    one = F.when(keep, 1).otherwise(0)
+    ranked = df.withColumns(
+        {
+            "_pp_n": F.sum(one).over(desc.rowsBetween(UNBOUNDED, 0)),  # kept rows at or after
+            "_pp_all": F.sum(one).over(desc.rowsBetween(UNBOUNDED, Window.unboundedFollowing)),
+        }
+    )
     ranked = ranked.join(F.broadcast(offsets), F.col(PART) == F.col("_pp_part"), "left")
-    pos = F.coalesce(F.col("_pp_off"), F.lit(0)) + F.col("_pp_n")
-    return ranked.withColumn(out, F.when(keep, pos)).drop("_pp_n", "_pp_off", "_pp_part")
+    pos = F.coalesce(F.col("_pp_off"), F.lit(0)) + F.col("_pp_all") - F.col("_pp_n") + 1
+    return ranked.withColumn(out, F.when(keep, pos)).drop("_pp_n", "_pp_all", "_pp_off", "_pp_part")
 
 
 def order_arrivals(df: DataFrame, col: str) -> DataFrame:

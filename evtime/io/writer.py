@@ -114,10 +114,16 @@ class _PartWriter:
     in the driver: Parquet is encoded once, when the parts are assembled), the text formats
     as the text they will be."""
 
-    def __init__(self, path: str, sink: Sink):
+    def __init__(self, path: str, sink: Sink, descending: bool = False):
         self.path, self.sink, self.out, self.rows = path, sink, None, 0
+        # rows arriving in the reverse of their order: staged as they come, turned round
+        # when the part is complete (a batch at a time: memory stays bounded)
+        self.turned = _PartWriter(path + ".desc", _AS_ARROW) if descending else None
 
     def write(self, table: pa.Table) -> None:
+        if self.turned is not None:
+            self.turned.write(table)
+            return
         fmt = self.sink.fmt
         if self.out is None:
             if fmt == "parquet":
@@ -135,15 +141,32 @@ class _PartWriter:
         self.rows += table.num_rows
 
     def close(self) -> None:
+        if self.turned is not None:
+            turned, self.turned = self.turned, None
+            turned.close()
+            if turned.out is not None:
+                with pa.memory_map(turned.path) as src:
+                    staged = pa.ipc.open_file(src)
+                    for i in reversed(range(staged.num_record_batches)):
+                        self.write(pa.Table.from_batches([staged.get_batch(i)[::-1]]))
+                os.unlink(turned.path)
         if self.out is not None:
             self.out.close()
 
 
+_AS_ARROW = Sink("arrow", (), None, "parquet", [])  # (staged as Arrow IPC, as Parquet is)
+
+
 def _write_parts(
-    batches: Iterator[pa.RecordBatch], sinks: list[Sink], lay: Layout, staging: str
+    batches: Iterator[pa.RecordBatch],
+    sinks: list[Sink],
+    lay: Layout,
+    staging: str,
+    descending_below: int = 0,
 ) -> dict[str, int]:
     """Write rows (sorted by ``PART``) to part files under ``staging``: rows seen per
-    route, and part files written per sink (``FILES`` + name)."""
+    route, and part files written per sink (``FILES`` + name).  The rows of the parts
+    numbered below ``descending_below`` arrive in the reverse of their order."""
     import pyarrow.compute as pc
 
     seen: dict[str, int] = {}
@@ -165,7 +188,7 @@ def _write_parts(
                         continue
                     if sink.name not in writers:
                         path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
-                        writers[sink.name] = _PartWriter(path, sink)
+                        writers[sink.name] = _PartWriter(path, sink, pid < descending_below)
                         # one per part file: the driver checks it can see them all
                         key = FILES + sink.name
                         seen[key] = seen.get(key, 0) + 1
@@ -177,16 +200,23 @@ def _write_parts(
 
 
 def write(
-    df, sinks: list[Sink], lay: Layout, staging: str, in_driver: bool = False
+    df,
+    sinks: list[Sink],
+    lay: Layout,
+    staging: str,
+    in_driver: bool = False,
+    descending_below: int = 0,
 ) -> dict[str, int]:
     """Run the job: write every sink's parts under ``staging``; rows seen per route.
     ``in_driver`` (small local inputs, see evtime.cli.run.driver_io, or few rows, see
     evtime.cli.run.few_rows): the rows come to this process as Arrow and the parts are
-    written here, without Python workers."""
+    written here, without Python workers.  ``descending_below``: the parts numbered below
+    it are in the reverse of the order to write them in (turned round as they are
+    written)."""
     from pyspark.sql import functions as F
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        seen = _write_parts(batches, sinks, lay, staging)
+        seen = _write_parts(batches, sinks, lay, staging, descending_below)
         if seen:
             yield pa.RecordBatch.from_pydict(
                 {"route": list(seen), "rows": list(seen.values())},
@@ -210,7 +240,7 @@ def write(
         # at most EVTIME_DRIVER_ROWS_MAX rows (evtime.cli.run.few_rows)
         rows = df.toArrow()
         rows = rows.take(pc.sort_indices(rows.column(PART)))
-        seen = _write_parts(iter(rows.to_batches()), sinks, lay, staging)
+        seen = _write_parts(iter(rows.to_batches()), sinks, lay, staging, descending_below)
     else:
         counts = (
             df.mapInArrow(write_partition, "route string, rows long")
