@@ -21,12 +21,13 @@ from evtime.engine.scan import (
     first_above,
     first_above_in_parts,
     join_small,
+    kept_in_parts,
     positions_in_parts,
     prefix_max,
     sort_in_parts,
     value_limits,
 )
-from evtime.io.reader import CHUNK, PART, SEQ, T
+from evtime.io.reader import CHUNK, SEQ, T
 from evtime.units import unit_ns
 
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
@@ -91,31 +92,18 @@ def classify_in_order(
 ) -> tuple[DataFrame, bool]:
     """:func:`classify` and :func:`order` in one pass, for runs that need only the keep flag
     (no reference time): a row is discarded exactly when an earlier arrival of its key has
-    evtime > evtime + range*unit (its reference time then exceeds the bound), i.e. when the
-    least arrival above that value is earlier than the row: a suffix minimum in value order
-    (:func:`~evtime.engine.scan.first_above_in_parts`), computed in the output's own parts
-    (one shuffle of the rows).  ``limits``: bounds of the evtimes, when known
-    (:func:`~evtime.units.truncated_range`; no aggregate job).
-
-    Returns the rows in numbered parts and whether each part is in the reverse of the
-    output order: without keys the search leaves every part in descending (evtime,
-    arrival) order, and the writer turns it round (no second sort); with keys the parts
-    are sorted again into output order."""
+    evtime > evtime + range*unit (its reference time then exceeds the bound), found in the
+    output's own parts (:func:`~evtime.engine.scan.kept_in_parts`).  ``limits``: bounds of
+    the evtimes, when known (:func:`~evtime.units.truncated_range`; no aggregate job).
+    Returns the rows and whether each part is in the reverse of the output order."""
     timed = df.withColumn(EVT, _evtime(spec))
     lims = limits or value_limits(timed, EVT)
     if lims[0] is None:  # no rows
         return order(timed.withColumn(KEEP, F.lit(True))), False
-    descending = not spec.keys
     try:
-        found = first_above_in_parts(
-            timed, EVT, spec.width, SEQ, "_p", spec.keys, lims, [SEQ] if descending else []
-        )
+        return kept_in_parts(timed, EVT, spec.width, SEQ, KEEP, spec.keys, lims)
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
         return order(classify(df, spec)), False
-    keep = F.col("_p").isNull() | (F.col("_p") > F.col(SEQ))
-    found = found.withColumn(KEEP, keep).drop("_p")
-    # (parts stay whole in their partitions: only a sort inside each)
-    return (found, True) if descending else (found.sortWithinPartitions(PART, EVT, SEQ), False)
 
 
 def kept(width: Column) -> Column:

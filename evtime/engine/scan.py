@@ -329,6 +329,34 @@ def first_above_in_parts(
     return found
 
 
+def kept_in_parts(
+    df: DataFrame,
+    lead: str,
+    width: int,
+    arrival: str,
+    out: str,
+    by: Sequence[str] = (),
+    limits: tuple[int, int] | None = None,
+) -> tuple[DataFrame, bool]:
+    """The rows in numbered parts (as :func:`sort_in_parts` by ``(lead, arrival)``) with
+    ``out``: no earlier ``arrival`` of the row's ``by`` has ``lead`` above the row's own
+    ``lead + width``; that is, the least arrival above it (:func:`first_above_in_parts`)
+    is later than the row, or there is none.  The keep rule of a bound ``width`` behind the
+    running maximum of ``lead``, found in the parts the output is cut into (one shuffle of
+    the rows) instead of by a prefix scan.
+
+    Returns the rows and whether every part is in the reverse of the order ``(lead,
+    arrival)``: without keys the search's own descending order, which the writer turns
+    round (no second sort); with keys, the parts sorted again into that order."""
+    descending = not by
+    then = [arrival] if descending else []
+    found = first_above_in_parts(df, lead, width, arrival, "_kp", by, limits, then)
+    keep = F.col("_kp").isNull() | (F.col("_kp") > F.col(arrival))
+    found = found.withColumn(out, keep).drop("_kp")
+    # (parts stay whole in their partitions: only a sort inside each)
+    return (found, True) if descending else (found.sortWithinPartitions(PART, lead, arrival), False)
+
+
 def positions_in_parts(
     df: DataFrame,
     upstream: DataFrame,
