@@ -319,7 +319,9 @@ def _assemble(sink: Sink, parts: list[str], schema: pa.Schema, out) -> None:
             held: list[pa.RecordBatch] = []  # fewer than ROW_GROUP rows, + one batch
             n = 0
             for p in parts:
-                with pa.OSFile(p) as src:
+                # (mapped: the batches are read in place, not copied; the mapping lives as
+                # long as a batch held over to the next row group refers to it)
+                with pa.memory_map(p) as src:
                     staged = pa.ipc.open_file(src)
                     for i in range(staged.num_record_batches):
                         held.append(staged.get_batch(i))
