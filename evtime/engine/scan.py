@@ -263,8 +263,8 @@ def first_above_in_parts(
     then: Sequence[str] = (),
 ) -> DataFrame:
     """The rows cut into parts as by :func:`sort_in_parts` (``PART``; each part whole in one
-    Spark partition, in descending ``(*by, lead, *then)`` order: sort them again for the
-    output), each
+    Spark partition, sorted by ``by``, then by descending ``(lead, *then)``: sort them again
+    for the output, or turn them round when there are no keys), each
     with ``out``: the least ``arrival`` among the rows of its ``by`` whose ``lead`` is above
     the row's own ``lead + width`` (null: there is none).  For a row that no earlier
     arrival passes, that is the first later arrival whose value passes it: the search of

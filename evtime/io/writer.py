@@ -115,7 +115,7 @@ class _PartWriter:
     as the text they will be."""
 
     def __init__(self, path: str, sink: Sink, descending: bool = False):
-        self.path, self.sink, self.out, self.rows = path, sink, None, 0
+        self.path, self.sink, self.out = path, sink, None
         # rows arriving in the reverse of their order: staged as they come, turned round
         # when the part is complete (a batch at a time: memory stays bounded)
         self.turned = _PartWriter(path + ".desc", _AS_ARROW) if descending else None
@@ -138,7 +138,6 @@ class _PartWriter:
             pcsv.write_csv(
                 table, self.out, pcsv.WriteOptions(include_header=False, quoting_style="needed")
             )
-        self.rows += table.num_rows
 
     def close(self) -> None:
         if self.turned is not None:
