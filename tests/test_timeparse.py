@@ -371,13 +371,18 @@ def test_sliced_inputs_and_non_ascii_literals():
     assert ns(["２００９-03-01"]) == [None]  # only ASCII digits
 
 
-@given(st.lists(st.integers(I64_MIN, I64_MAX), max_size=50))
-def test_format_ns_is_the_calendar(values):
-    """Every int64 ns formats as Python's calendar says, to the nanosecond."""
+@given(st.lists(st.none() | st.integers(I64_MIN, I64_MAX), max_size=50), st.integers(0, 3))
+def test_format_ns_is_the_calendar(values, skip):
+    """Every int64 ns formats as Python's calendar says, to the nanosecond; nulls stay null,
+    also in a slice of an array (as Spark's Arrow batches are cut)."""
     epoch = dt.datetime(1970, 1, 1)
     want = [
-        (epoch + dt.timedelta(seconds=v // 10**9)).strftime("%Y-%m-%dT%H:%M:%S")
+        None
+        if v is None
+        else (epoch + dt.timedelta(seconds=v // 10**9)).strftime("%Y-%m-%dT%H:%M:%S")
         + f".{v % 10**9:09d}Z"
         for v in values
     ]
-    assert format_ns(pa.array(values, pa.int64())).to_pylist() == want
+    got = format_ns(pa.array([0] * skip + values, pa.int64()).slice(skip))
+    assert got.to_pylist() == want
+    got.validate(full=True)

@@ -387,7 +387,25 @@ def format_ns(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     arr = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     if not pa.types.is_integer(arr.type):
         arr = to_ns(arr)  # timestamps / dates (naive = UTC)
-    # Arrow's own text of a ns timestamp ('2009-03-01 12:15:22.345678901', always nine
-    # digits; every int64 ns has a four-digit year), with the 'T' and the 'Z' of ISO-8601
-    text = arr.cast(pa.int64()).cast(pa.timestamp("ns")).cast(pa.string())
-    return pc.binary_join_element_wise(pc.utf8_replace_slice(text, 10, 11, "T"), "Z", "")
+    arr = arr.cast(pa.int64())
+    n = len(arr)
+    # Arrow's own text of a ns timestamp: 'yyyy-MM-dd HH:mm:ss.fffffffff', 29 bytes for every
+    # int64 ns (four-digit years, always nine digits); the 'T' and the 'Z' of ISO-8601 are
+    # put in with numpy (a third of the time of Arrow's string kernels, every output's cost)
+    text = pc.fill_null(arr, 0).cast(pa.timestamp("ns")).cast(pa.string())
+    _, offsets, data = text.buffers()
+    if n * ISO_WIDTH >= 1 << 31 or np.frombuffer(offsets, np.int32, n + 1)[-1] != n * 29:
+        # beyond 32-bit string offsets (never a Spark batch); Arrow's text not as above
+        iso = pc.binary_join_element_wise(pc.utf8_replace_slice(text, 10, 11, "T"), "Z", "")
+        return pc.if_else(arr.is_valid(), iso, pa.scalar(None, pa.string()))
+    rows = np.empty((n, ISO_WIDTH), np.uint8)
+    rows[:, :29] = np.frombuffer(data, np.uint8, n * 29).reshape(n, 29)
+    rows[:, 10], rows[:, 29] = ord("T"), ord("Z")
+    valid = arr.is_valid().buffers()[1] if arr.null_count else None
+    offsets = np.arange(0, (n + 1) * ISO_WIDTH, ISO_WIDTH, dtype=np.int32)
+    return pa.Array.from_buffers(
+        pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(rows)], arr.null_count
+    )
+
+
+ISO_WIDTH = len("2009-03-01T12:15:22.345678901Z")

@@ -179,12 +179,16 @@ def _write_parts(
                         w.close()
                     writers, part = {}, pid
                 route = b.column(ROUTE)
+                present = set()
                 for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
+                    present.add(r.as_py())
                     seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
                 for sink in sinks:
-                    sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
-                    if sel.num_rows == 0:
+                    if present.isdisjoint(sink.routes):
                         continue
+                    sel = b  # (most batches go whole to one sink: no filter, no copy)
+                    if not present.issubset(sink.routes):
+                        sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
                     if sink.name not in writers:
                         path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
                         writers[sink.name] = _PartWriter(path, sink, pid < descending_below)
