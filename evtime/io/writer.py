@@ -10,7 +10,6 @@ uploaded in one PUT) only when complete.  Standard output is assembled the same 
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -25,6 +24,7 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 
 from evtime.errors import OutputError, PipeClosed, UsageError
+from evtime.io import jsonlines
 from evtime.io.reader import PART, Layout
 from evtime.io.sources import format_of
 from evtime.io.timeparse import format_ns
@@ -104,11 +104,6 @@ def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
     return pa.Table.from_arrays(cols, names=names)
 
 
-def _jsonl(table: pa.Table) -> bytes:
-    lines = (json.dumps(r, default=str, ensure_ascii=False) for r in table.to_pylist())
-    return "".join(line + "\n" for line in lines).encode()
-
-
 class _PartWriter:
     """One part file: Parquet sinks are staged as Arrow IPC (no encoding here, no decoding
     in the driver: Parquet is encoded once, when the parts are assembled), the text formats
@@ -133,7 +128,7 @@ class _PartWriter:
         if fmt == "parquet":
             self.out.write_table(table)
         elif fmt == "jsonl":
-            self.out.write(_jsonl(table))
+            self.out.write(jsonlines.encode(table))
         else:  # csv and table are staged as CSV
             pcsv.write_csv(
                 table, self.out, pcsv.WriteOptions(include_header=False, quoting_style="needed")

@@ -1,0 +1,121 @@
+"""JSON Lines text of an Arrow table, a column at a time (no Python per row).
+
+One object per row, keys in column order, written as Python's ``json.dumps`` writes them
+(``", "`` and ``": "`` separators, strings escaped as it escapes them, non-ASCII kept). Numbers
+are Arrow's text of them, as in the CSV outputs: the shortest that reads back to the same
+value, an exponent from 1e-7 down and from 1e+21 up (``1e-9``, ``0.000001``), a float
+with no fraction keeps one (``100.0``); NaN and the infinities are ``NaN``, ``Infinity`` and
+``-Infinity``, as Python writes them. Columns of other types (decimals, binary, lists, ...)
+send the whole table through ``json.dumps`` with ``default=str``, row by row.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# json.dumps's escapes; every other control character is \u00XX
+_ESCAPES = {
+    "\\": "\\\\",
+    '"': '\\"',
+    "\n": "\\n",
+    "\r": "\\r",
+    "\t": "\\t",
+    "\b": "\\b",
+    "\f": "\\f",
+}
+
+
+def encode(table: pa.Table) -> pa.Buffer | bytes:
+    """The rows of ``table`` as JSON Lines, every line ending in a newline."""
+    if table.num_rows == 0:
+        return b""
+    pieces: list = ["{"]
+    for i, (name, col) in enumerate(zip(table.column_names, table.columns, strict=True)):
+        value = _values(col.combine_chunks())
+        if value is None:
+            return _row_by_row(table)
+        quote, text = value
+        key = ("" if i == 0 else ", ") + json.dumps(name, ensure_ascii=False) + ": " + quote
+        pieces[-1] += key
+        pieces += [text, quote]
+    pieces[-1] += "}\n"
+    lines = pc.binary_join_element_wise(*pieces, "")
+    if isinstance(lines, pa.Scalar):  # every column null
+        return lines.as_py().encode() * table.num_rows
+    if lines.type != pa.large_string():
+        lines = lines.cast(pa.large_string())  # (a batch's text may pass 2 GiB)
+    offsets = np.frombuffer(lines.buffers()[1], np.int64, len(lines) + 1, 8 * lines.offset)
+    return lines.buffers()[2][offsets[0] : offsets[-1]]
+
+
+def _row_by_row(table: pa.Table) -> bytes:
+    lines = (json.dumps(r, default=str, ensure_ascii=False) for r in table.to_pylist())
+    return "".join(line + "\n" for line in lines).encode()
+
+
+NULL = pa.scalar("null")
+
+
+def _values(arr: pa.Array) -> tuple[str, pa.Array | pa.Scalar] | None:
+    """Each value's JSON text, and the quote to put around it: ``"`` for strings without
+    nulls, else ``''`` with the quotes in the text and ``null`` for a null. None for a type
+    not done here."""
+    t = arr.type
+    if pa.types.is_dictionary(t):
+        return _values(arr.dictionary_decode())
+    if arr.null_count == len(arr):
+        return "", NULL
+    if pa.types.is_boolean(t):
+        return "", pc.fill_null(pc.if_else(arr, "true", "false"), NULL)
+    if pa.types.is_integer(t):
+        return "", pc.fill_null(arr.cast(pa.string()), NULL)
+    if pa.types.is_floating(t):
+        return "", pc.fill_null(_floats(arr), NULL)
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        text = _escaped(arr)
+    elif pa.types.is_date(t):
+        text = arr.cast(pa.string())  # 2009-03-01, as Python's str of a date
+    else:
+        return None
+    if arr.null_count == 0:
+        return '"', text
+    return "", pc.fill_null(pc.binary_join_element_wise('"', text, '"', ""), NULL)
+
+
+def _floats(arr: pa.Array) -> pa.Array:
+    text = arr.cast(pa.string())
+    v = arr.to_numpy(zero_copy_only=False)  # (a null is NaN here, and stays null below)
+    finite = np.isfinite(v)
+    if (v[finite] == np.trunc(v[finite])).any():
+        # '100' and '-0' are 100.0 and -0.0 in Python: keep them floats for a reader
+        whole = pc.invert(pc.match_substring_regex(text, "[.e]"))
+        text = pc.if_else(whole, pc.binary_join_element_wise(text, ".0", ""), text)
+    if not finite.all():
+        special = pc.if_else(
+            pc.is_nan(arr), "NaN", pc.if_else(pc.greater(arr, 0), "Infinity", "-Infinity")
+        )
+        text = pc.if_else(pa.array(finite), text, special)
+    return text
+
+
+def _escaped(arr: pa.Array) -> pa.Array:
+    """Strings escaped as json.dumps escapes them (without their quotes)."""
+    offsets = np.frombuffer(
+        arr.buffers()[1],
+        np.int64 if pa.types.is_large_string(arr.type) else np.int32,
+        len(arr) + 1,
+        arr.offset * (8 if pa.types.is_large_string(arr.type) else 4),
+    )
+    data = np.frombuffer(arr.buffers()[2] or b"", np.uint8)[offsets[0] : offsets[-1]]
+    if not ((data < 0x20) | (data == ord('"')) | (data == ord("\\"))).any():
+        return arr
+    text = arr
+    for i in (ord("\\"), *range(0x20), ord('"')):  # the backslash first
+        c = chr(i)
+        if (data == i).any():
+            text = pc.replace_substring(text, c, _ESCAPES.get(c, f"\\u{i:04x}"))
+    return text
