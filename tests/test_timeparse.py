@@ -386,3 +386,37 @@ def test_format_ns_is_the_calendar(values, skip):
     got = format_ns(pa.array([0] * skip + values, pa.int64()).slice(skip))
     assert got.to_pylist() == want
     got.validate(full=True)
+
+
+NEAR_ISO = st.builds(
+    lambda y, mo, d, sep, h, mi, s, frac, tail: (
+        f"{y:04d}-{mo:02d}-{d:02d}"
+        + (f"{sep}{h:02d}" if h is not None else "")
+        + (f":{mi:02d}" if h is not None and mi is not None else "")
+        + (f":{s:02d}" if h is not None and mi is not None and s is not None else "")
+        + (frac if h is not None and mi is not None and s is not None else "")
+        + tail
+    ),
+    st.integers(1600, 2300),
+    st.integers(0, 13),
+    st.integers(0, 32),
+    st.sampled_from(["T", " ", "t"]),
+    st.none() | st.integers(0, 25),
+    st.none() | st.integers(0, 61),
+    st.none() | st.integers(0, 61),
+    st.sampled_from(["", "."]) | st.from_regex(r"\A[.,][0-9]{1,10}\Z"),
+    st.sampled_from(["", "", "", "Z", "+01:00", " "]),
+)
+
+
+@given(
+    st.lists(st.none() | NEAR_ISO, min_size=1, max_size=20),
+    st.sampled_from([None, "Europe/Paris"]),
+)
+def test_iso_read_by_arrow_as_by_the_scanner(texts, tz):
+    """Arrow's cast (the fast path for ISO strings all with or all without an offset) reads
+    what the scanner reads, and a batch Arrow cannot read all of goes to the scanner."""
+    from evtime.io.timeparse import _ISO, _from_fields
+
+    arr = pa.array(texts, pa.string())
+    assert to_ns(arr, tz=tz).equals(_from_fields(arr, _ISO, tz))
