@@ -24,6 +24,7 @@ COLUMNS = {
     "float": (floats, pa.float64()),
     "bool": (st.booleans(), pa.bool_()),
     "text": (texts, pa.string()),
+    "large": (texts, pa.large_string()),
     "date": (st.dates(dt.date(1, 1, 1), dt.date(9999, 12, 31)), pa.date32()),
 }
 
@@ -52,7 +53,7 @@ def tables(draw):
         values, typ = COLUMNS[kind]
         cells = draw(st.lists(st.none() | values, min_size=ROWS, max_size=ROWS))
         arr = pa.array(cells, typ)
-        if kind == "text" and draw(st.booleans()):
+        if kind in ("text", "large") and draw(st.booleans()):
             arr = arr.dictionary_encode()
         cols[f'{kind} "{i}"\n'] = arr  # (names are escaped too)
     if draw(st.booleans()):

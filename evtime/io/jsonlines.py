@@ -46,10 +46,14 @@ def encode(table: pa.Table) -> pa.Buffer | bytes:
     lines = pc.binary_join_element_wise(*pieces, "")
     if isinstance(lines, pa.Scalar):  # every column null
         return lines.as_py().encode() * table.num_rows
-    if lines.type != pa.large_string():
-        lines = lines.cast(pa.large_string())  # (a batch's text may pass 2 GiB)
-    offsets = np.frombuffer(lines.buffers()[1], np.int64, len(lines) + 1, 8 * lines.offset)
-    return lines.buffers()[2][offsets[0] : offsets[-1]]
+    data, lo, hi = _span(lines)
+    return data[lo:hi]  # the lines one after the other, as Arrow holds them (no copy)
+
+
+def _span(arr: pa.Array) -> tuple[pa.Buffer | None, int, int]:
+    """A string array's data buffer and where its values lie in it."""
+    offsets = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, arr.offset * 4)
+    return arr.buffers()[2], int(offsets[0]), int(offsets[-1])
 
 
 def _row_by_row(table: pa.Table) -> bytes:
@@ -76,7 +80,7 @@ def _values(arr: pa.Array) -> tuple[str, pa.Array | pa.Scalar] | None:
     if pa.types.is_floating(t):
         return "", pc.fill_null(_floats(arr), NULL)
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        text = _escaped(arr)
+        text = _escaped(arr.cast(pa.string()))  # (a batch: 32-bit offsets, as the pieces')
     elif pa.types.is_date(t):
         text = arr.cast(pa.string())  # 2009-03-01, as Python's str of a date
     else:
@@ -104,13 +108,8 @@ def _floats(arr: pa.Array) -> pa.Array:
 
 def _escaped(arr: pa.Array) -> pa.Array:
     """Strings escaped as json.dumps escapes them (without their quotes)."""
-    offsets = np.frombuffer(
-        arr.buffers()[1],
-        np.int64 if pa.types.is_large_string(arr.type) else np.int32,
-        len(arr) + 1,
-        arr.offset * (8 if pa.types.is_large_string(arr.type) else 4),
-    )
-    data = np.frombuffer(arr.buffers()[2] or b"", np.uint8)[offsets[0] : offsets[-1]]
+    buf, lo, hi = _span(arr)
+    data = np.frombuffer(buf or b"", np.uint8)[lo:hi]
     if not ((data < 0x20) | (data == ord('"')) | (data == ord("\\"))).any():
         return arr
     text = arr

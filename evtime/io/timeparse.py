@@ -402,6 +402,9 @@ def _iso_by_arrow(arr: pa.Array, tz: str | None) -> pa.Array | None:
     return None
 
 
+ISO_WIDTH = len("2009-03-01T12:15:22.345678901Z")
+
+
 def format_ns(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     """int64 ns (or timestamp) -> ISO-8601 UTC strings, exactly 9 fraction digits and 'Z'.
 
@@ -429,6 +432,3 @@ def format_ns(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.Array.from_buffers(
         pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(rows)], arr.null_count
     )
-
-
-ISO_WIDTH = len("2009-03-01T12:15:22.345678901Z")
