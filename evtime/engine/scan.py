@@ -35,12 +35,14 @@ def running(
     aggs: Mapping[str, tuple[str, str]],
     descending: bool = False,
     at: DataFrame | None = None,
+    through: bool = False,
 ) -> DataFrame:
     """Running aggregates over the rows *before* each row of a small table (one row per
-    (keys, order) value: per-chunk or per-bucket aggregates).  ``aggs`` maps an output name
-    to ``(function, column)``, e.g. ``{"_off": ("sum", "_n")}``; a row with nothing before
-    it gets null.  Returns ``(by..., order, outputs...)``; without keys, ``at`` (a table of
-    ``order`` values) gives the values to return rows for instead of the table's own.
+    (keys, order) value: per-chunk or per-bucket aggregates; ``through``: and the row
+    itself).  ``aggs`` maps an output name to ``(function, column)``, e.g. ``{"_off":
+    ("sum", "_n")}``; a row with nothing before it gets null.  Returns ``(by..., order,
+    outputs...)``; without keys, ``at`` (a table of ``order`` values) gives the values to
+    return rows for instead of the table's own.
 
     With keys this is a window partitioned by the keys.  Without keys a window would need
     every row in one partition (an exchange into a single partition); instead the small
@@ -50,7 +52,7 @@ def running(
     """
     if by:
         o = F.col(order).desc() if descending else F.col(order)
-        w = Window.partitionBy(*by).orderBy(o).rowsBetween(UNBOUNDED, -1)
+        w = Window.partitionBy(*by).orderBy(o).rowsBetween(UNBOUNDED, 0 if through else -1)
         return small.select(
             *by, order, *[getattr(F, fn)(c).over(w).alias(out) for out, (fn, c) in aggs.items()]
         )
@@ -58,7 +60,8 @@ def running(
     other = F.broadcast(
         small.select(F.col(order).alias("_ro"), *[F.col(c).alias(f"_rx_{c}") for c in cols])
     )
-    before = F.col("_ro") > F.col(order) if descending else F.col("_ro") < F.col(order)
+    earlier, row = (F.col(order), F.col("_ro")) if descending else (F.col("_ro"), F.col(order))
+    before = earlier <= row if through else earlier < row
     return (
         (small if at is None else at)
         .select(order)
@@ -184,12 +187,14 @@ def first_above(
     return found.select(*keep_by, "_q", F.least("_bc", "_in").alias(out))
 
 
-def count_offsets(df: DataFrame, group: str, out: str, weight: str | None = None) -> DataFrame:
+def count_offsets(
+    df: DataFrame, group: str, out: str, weight: str | None = None, through: bool = False
+) -> DataFrame:
     """``(group, out)``: how many rows of ``df`` are in groups before each group (with
-    ``weight``, a column of row counts: their sum)."""
+    ``weight``, a column of row counts: their sum); ``through``: and in the group itself."""
     n = F.sum(weight) if weight else F.count(F.lit(1))
     counts = df.groupBy(group).agg(n.alias("_n"))
-    return running(counts, (), group, {"_before": ("sum", "_n")}).select(
+    return running(counts, (), group, {"_before": ("sum", "_n")}, through=through).select(
         group, F.coalesce("_before", F.lit(0)).alias(out)
     )
 
@@ -367,27 +372,25 @@ def positions_in_parts(
     then: Sequence[str] = (),
 ) -> DataFrame:
     """1-based positions in the order ``(lead, *then)`` of the rows where ``keep``, for
-    ``df`` in the parts :func:`first_above_in_parts` cut at ``limits`` (a count inside each
-    part, which needs no shuffle, plus the kept rows of the parts before).  The per-part
-    counts come from ``upstream``, the rows before they were cut into parts, so they cost a
-    pass over those rows, not another run of the shuffle.  The count inside a part runs in
+    ``df`` in the parts :func:`first_above_in_parts` cut at ``limits`` (the kept rows up to
+    the end of the row's part, less those after the row: a count inside each part, which
+    needs no shuffle).  The per-part counts come from ``upstream``, the rows before they
+    were cut into parts, so they cost a pass over those rows, not another run of the
+    shuffle.  The count inside a part runs in
     descending order (the kept rows at or after a row, taken from the part's kept rows),
     the order :func:`first_above_in_parts` leaves the parts in when it has no keys and the
     same ``then``: the parts are then sorted once, not twice."""
     bucket = bucketer(*limits)
     kept = upstream.where(keep).select(_part(bucket, lead).alias(PART))
-    offsets = count_offsets(kept, PART, "_pp_off").withColumnRenamed(PART, "_pp_part")
+    # kept rows up to the end of each part (a part with kept rows has its row here)
+    through = count_offsets(kept, PART, "_pp_to", through=True)
     desc = Window.partitionBy(PART).orderBy(*[F.col(c).desc() for c in (lead, *then)])
-    one = F.when(keep, 1).otherwise(0)
-    ranked = df.withColumns(
-        {
-            "_pp_n": F.sum(one).over(desc.rowsBetween(UNBOUNDED, 0)),  # kept rows at or after
-            "_pp_all": F.sum(one).over(desc.rowsBetween(UNBOUNDED, Window.unboundedFollowing)),
-        }
-    )
-    ranked = ranked.join(F.broadcast(offsets), F.col(PART) == F.col("_pp_part"), "left")
-    pos = F.coalesce(F.col("_pp_off"), F.lit(0)) + F.col("_pp_all") - F.col("_pp_n") + 1
-    return ranked.withColumn(out, F.when(keep, pos)).drop("_pp_n", "_pp_all", "_pp_off", "_pp_part")
+    at_or_after = F.sum(F.when(keep, 1).otherwise(0)).over(desc.rowsBetween(UNBOUNDED, 0))
+    ranked = df.withColumn("_pp_n", at_or_after)
+    through = F.broadcast(through.withColumnRenamed(PART, "_pp_part"))
+    ranked = ranked.join(through, F.col(PART) == F.col("_pp_part"), "left")
+    pos = F.col("_pp_to") - F.col("_pp_n") + 1
+    return ranked.withColumn(out, F.when(keep, pos)).drop("_pp_n", "_pp_to", "_pp_part")
 
 
 def order_arrivals(df: DataFrame, col: str) -> DataFrame:
