@@ -162,9 +162,9 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
     elif files:
         df, lay, footing = reader.read(spark, files, opts, lay)
-        if footing is not None:  # counted and ranged by the Parquet footers
-            inp.counted = (footing.good, footing.bad)
-            inp.time_range = (footing.least, footing.greatest)
+        # counted and ranged by the Parquet footers, or as the rows were numbered
+        inp.counted = (footing.good, footing.bad)
+        inp.time_range = (footing.least, footing.greatest)
     else:  # `--state DIR --flush` without input
         df = spark.createDataFrame([], reader.spark_schema(lay))
     from evtime.engine.scan import order_arrivals

@@ -11,6 +11,7 @@ import io
 import sys
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import fsspec
 import pyarrow as pa
@@ -26,8 +27,68 @@ MAX_BLOCK = 1 << 30  # a longer line than this is refused
 CSV_NULLS = pcsv.ConvertOptions().null_values  # what pyarrow's CSV reader takes for null
 
 
-def _open(f: InputFile):
-    return fsspec.open(f.url, "rb", compression="infer").open()
+@dataclass(frozen=True)
+class Span:
+    """Part of a big uncompressed text file, read by a task of its own: the lines that
+    start in bytes ``[start, end)``; ``first_line`` is the number (1-based) of its first."""
+
+    start: int
+    end: int
+    first_line: int
+
+
+def _open(f: InputFile, span: Span | None = None):
+    fh = fsspec.open(f.url, "rb", compression="infer").open()
+    if span is None:
+        return fh
+    return io.BufferedReader(_LinesIn(fh, span.start, span.end), BLOCK)
+
+
+class _LinesIn(io.RawIOBase):
+    """The bytes of the lines that start in ``[start, end)`` of a binary file: from the
+    first line start at or after ``start`` to the end of the line holding byte ``end - 1``
+    (a line belongs to the span where its first byte is, as in Hadoop's line reader)."""
+
+    def __init__(self, fh, start: int, end: int):
+        self.fh, self.end, self.done = fh, end, False
+        self.pos = start
+        if start > 0:  # skip the rest of the line that started before
+            fh.seek(start - 1)
+            self.pos = start - 1
+            while True:
+                block = fh.read(1 << 16)
+                if not block:
+                    self.done = True
+                    break
+                nl = block.find(b"\n")
+                if nl >= 0:
+                    self.pos += nl + 1
+                    fh.seek(self.pos)
+                    break
+                self.pos += len(block)
+        self.done = self.done or self.pos >= end
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        if self.done:
+            return 0
+        data = self.fh.read(len(b))
+        if not data:
+            self.done = True
+            return 0
+        if self.pos + len(data) >= self.end:  # the last line ends at the first newline at
+            nl = data.find(b"\n", max(0, self.end - 1 - self.pos))  # or after end - 1
+            if nl >= 0:
+                data, self.done = data[: nl + 1], True
+        self.pos += len(data)
+        b[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.fh.close()
+        super().close()
 
 
 def _csv_convert(schema: pa.Schema | None, as_bytes: bool = False) -> pcsv.ConvertOptions:
@@ -104,7 +165,7 @@ def _guess_schema(f: InputFile, block: int) -> pa.Schema:
             bad = _json_parse_error(err) and Lines(f).scan().malformed
             if not bad:
                 raise
-    with _json_without(f, {line for line, _, _ in bad}) as fh:
+    with _json_without(f, None, {line for line, _, _ in bad}) as fh:
         return pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block)).schema
 
 
@@ -127,6 +188,7 @@ def read_batches(
     row_groups: list[int] | None = None,
     on_malformed: Callable[[], str] | None = None,
     json_malformed: Callable[[], set[int]] | None = None,
+    span: Span | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The file's rows in file order, as batches with (a subset of) ``schema``'s columns.
 
@@ -134,7 +196,8 @@ def read_batches(
     (or is not UTF-8) makes the rest of the file come as raw bytes (``binary`` columns):
     the caller converts them and finds the bad values.  ``on_malformed`` (CSV) decides
     about lines with the wrong number of fields; ``json_malformed`` (JSON Lines), called
-    when pyarrow cannot parse the file, gives the lines to leave out (or raises)."""
+    when pyarrow cannot parse the file, gives the lines to leave out (or raises).  With
+    ``span``, the rows of its lines only (a CSV span after the first has no header)."""
     if f.fmt == "parquet":
         with _open(f) as fh:
             pf = pq.ParquetFile(fh)
@@ -145,8 +208,11 @@ def read_batches(
     while True:
         skip = done
         try:
-            with _open(f) if left_out is None else _json_without(f, left_out) as fh:
-                for b in _text_batches(f, fh, schema, block, as_bytes, on_malformed):
+            with _open(f, span) if left_out is None else _json_without(f, span, left_out) as fh:
+                if span is not None and left_out is None and not fh.peek(1):
+                    return  # no line starts in the span
+                header = span is None or span.start == 0
+                for b in _text_batches(f, fh, schema, block, as_bytes, on_malformed, header):
                     if skip >= b.num_rows:
                         skip -= b.num_rows
                         continue
@@ -173,15 +239,18 @@ def read_batches(
                 raise
 
 
-def _text_batches(f, fh, schema, block, as_bytes, on_malformed) -> Iterator[pa.RecordBatch]:
+def _text_batches(
+    f, fh, schema, block, as_bytes, on_malformed, header=True
+) -> Iterator[pa.RecordBatch]:
     if f.fmt == "csv":
         own = file_schema(f)
         want = pa.schema(
             [schema.field(n) if n in schema.names else own.field(n) for n in own.names]
         )
+        names = [] if header else own.names  # (a span after the first: the file's header)
         yield from pcsv.open_csv(
             fh,
-            read_options=pcsv.ReadOptions(block_size=block),
+            read_options=pcsv.ReadOptions(block_size=block, column_names=names),
             parse_options=_csv_parse(on_malformed),
             convert_options=_csv_convert(want, as_bytes),
         )
@@ -207,8 +276,8 @@ class Lines:
     JSON Lines: not a JSON object).  One scan of the file, done only for a file with a bad
     row."""
 
-    def __init__(self, f: InputFile):
-        self.f = f
+    def __init__(self, f: InputFile, span: Span | None = None):
+        self.f, self.span = f, span
         self._starts: list[int] | None = None  # rows where (line - row) changes
         self._offsets: list[int] = []
         self.malformed: list[tuple[int, int, str]] = []  # (line, row before it, what)
@@ -221,15 +290,19 @@ class Lines:
                 starts.append(row)
                 offsets.append(line - row)
 
-        with _open(self.f) as raw:
+        span = self.span
+        first = span.first_line if span else 1  # the number of the first line read
+        with _open(self.f, span) as raw:
             text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
             row = 0
             if self.f.fmt == "csv":
                 csv.field_size_limit(sys.maxsize)
                 reader = csv.reader(text)
-                ncols, end = None, 0
+                # (a span after the first has no header: the file's columns)
+                ncols = None if span is None or span.start == 0 else len(file_schema(self.f))
+                end = first - 1
                 for rec in _until_error(reader):
-                    start, end = end + 1, reader.line_num
+                    start, end = end + 1, reader.line_num + first - 1
                     if not rec or (len(rec) == 1 and not rec[0].strip() and ncols != 1):
                         continue  # an empty line
                     if ncols is None:
@@ -243,7 +316,7 @@ class Lines:
                     row_at(row, start)
                     row += 1
             else:
-                for i, line in enumerate(text, 1):
+                for i, line in enumerate(text, first):
                     if not line.strip():
                         continue
                     what = _not_json_object(line)
@@ -281,15 +354,15 @@ def _json_parse_error(err: BaseException) -> bool:
     return "JSON parse error" in str(err)
 
 
-def _json_without(f: InputFile, lines: set[int]):
-    """The file without the (1-based) ``lines``, as a file to read (spilled to disk when
-    large), split into lines as :class:`Lines` splits them."""
+def _json_without(f: InputFile, span: Span | None, lines: set[int]):
+    """The file (or span) without the (1-based) ``lines``, as a file to read (spilled to
+    disk when large), split into lines as :class:`Lines` splits them."""
     import tempfile
 
     out = tempfile.SpooledTemporaryFile(max_size=64 << 20)  # noqa: SIM115 (the caller closes)
-    with _open(f) as raw:
+    with _open(f, span) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
-        for i, line in enumerate(text, 1):
+        for i, line in enumerate(text, span.first_line if span else 1):
             if i not in lines:
                 out.write(line.encode("utf-8", "surrogateescape"))
     out.seek(0)

@@ -25,7 +25,6 @@ statistics to tell), and Spark settings or readers that do not give the expected
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
@@ -40,6 +39,7 @@ from evtime.io.reader import (
     ROW,
     SEQ,
     SEQ_FILE_SHIFT,
+    Footing,
     Layout,
     ReadOptions,
     T,
@@ -127,19 +127,6 @@ def _in_range(rg, i: int, per: int) -> bool:
         return st.null_count == rg.num_rows
     lo, hi = -(2**63 // per), (2**63 - 1) // per
     return lo <= st.min_raw and st.max_raw <= hi
-
-
-@dataclass(frozen=True)
-class Footing:
-    """What the inputs' footers say about the time column, so no Spark job has to count or
-    scan for it: rows (``good``: with a time, ``bad``: without), and the least and the
-    greatest time in ns (None: no times).  Parquet statistics are the row groups' own true
-    minima and maxima (Spark skips row groups by them too)."""
-
-    good: int
-    bad: int
-    least: int | None
-    greatest: int | None
 
 
 def _footing(mds: list, lay: Layout) -> Footing:

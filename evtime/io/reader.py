@@ -38,6 +38,7 @@ BAD = "_evt_bad"  # --bad-rows discard: why the row cannot be used (null: a good
 SEQ_FILE_SHIFT = 40
 CHUNK_SHIFT = 20
 PART = "_evt_part"  # the output part of a row (engine.scan.sort_in_parts; the writer)
+SPAN = "_evt_span"  # (while reading spans of big text files: which one; -1 - it: malformed)
 TIME_NAMES = ("time", "timestamp", "ts", "rowtime", "event_time")
 
 
@@ -145,17 +146,33 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
 
 
 @dataclass(frozen=True)
+class Footing:
+    """What is known of the input's rows without a job over them (from the Parquet footers,
+    or from the tally :func:`read_tasks` makes as it numbers rows): rows (``good``: with a
+    time, ``bad``: without), and the least and the greatest time in ns (None: no times)."""
+
+    good: int
+    bad: int
+    least: int | None
+    greatest: int | None
+
+
+@dataclass(frozen=True)
 class Chunk:
     file: InputFile
     row_groups: list[int] | None
     first_row: int
+    span: formats.Span | None = None  # a part of a big text file (rows numbered from 0)
 
 
-def chunks(files: list[InputFile]) -> list[Chunk]:
-    """Units of reading: a Parquet row group, or a whole CSV/JSON file."""
+def chunks(files: list[InputFile], spans: dict[int, list[formats.Span]] | None = None):
+    """Units of reading: a Parquet row group, a span of a big text file (``spans``: file
+    index -> its spans, :func:`evtime.io.split.plan`), or a whole CSV/JSON file."""
     out: list[Chunk] = []
     for f in files:
-        if f.fmt == "parquet":
+        if spans and f.index in spans:
+            out.extend(Chunk(f, None, 0, s) for s in spans[f.index])
+        elif f.fmt == "parquet":
             first = 0
             for i, n in enumerate(formats.parquet_row_groups(f)):
                 out.append(Chunk(f, [i], first))
@@ -170,9 +187,9 @@ def chunks(files: list[InputFile]) -> list[Chunk]:
 class _Problems:
     """Bad values of one file: an error at once (--bad-rows fail), or a reason per row."""
 
-    def __init__(self, f: InputFile, opts: ReadOptions):
+    def __init__(self, f: InputFile, opts: ReadOptions, span: formats.Span | None = None):
         self.f, self.discard = f, opts.bad_rows == "discard"
-        self.lines = formats.Lines(f) if f.fmt in ("csv", "jsonl") else None
+        self.lines = formats.Lines(f, span) if f.fmt in ("csv", "jsonl") else None
         self.first_row = 0
         self.reasons: dict[int, str] = {}  # index in the batch -> reason
         self.malformed = 0  # CSV lines with the wrong number of fields seen (discard)
@@ -314,7 +331,7 @@ def _carry(batch: pa.RecordBatch, lay: Layout, f: InputFile, first_row: int) -> 
     return cols
 
 
-def _names(lay: Layout, opts: ReadOptions) -> list[str]:
+def _names(lay: Layout, opts: ReadOptions, span: bool = False) -> list[str]:
     return [
         *lay.schema.names,
         T,
@@ -323,6 +340,7 @@ def _names(lay: Layout, opts: ReadOptions) -> list[str]:
         SEQ,
         CHUNK,
         *([BAD] if opts.bad_rows == "discard" else []),
+        *([SPAN] if span else []),
     ]
 
 
@@ -336,9 +354,10 @@ def _hidden(f: InputFile, rows: pa.Array) -> list[pa.Array]:
     ]
 
 
-def _malformed_rows(lay: Layout, probs: _Problems) -> pa.RecordBatch:
+def _malformed_rows(lay: Layout, probs: _Problems, part: int | None) -> pa.RecordBatch:
     """--bad-rows discard: the malformed lines (CSV: the wrong number of fields; JSON Lines:
-    not a JSON object), as rows with no values and a reason."""
+    not a JSON object), as rows with no values and a reason (in span ``part``: not rows of
+    its numbering, ``SPAN`` says -1 - part)."""
     bad = probs.lines.scan().malformed
     n, kind = len(bad), "CSV" if probs.f.fmt == "csv" else "JSON"
     reasons = [
@@ -348,13 +367,20 @@ def _malformed_rows(lay: Layout, probs: _Problems) -> pa.RecordBatch:
     rows = pa.array([row for _, row, _ in bad], pa.int64())
     cols = [pa.nulls(n, t) for t in lay.carried.types]
     cols += [pa.nulls(n, pa.int64()), *_hidden(probs.f, rows), pa.array(reasons, pa.string())]
-    return pa.RecordBatch.from_arrays(cols, names=_names(lay, ReadOptions(bad_rows="discard")))
+    if part is not None:
+        cols.append(pa.repeat(pa.scalar(-1 - part, pa.int32()), n))
+    names = _names(lay, ReadOptions(bad_rows="discard"), part is not None)
+    return pa.RecordBatch.from_arrays(cols, names=names)
 
 
-def _read_chunk(c: Chunk, lay: Layout, opts: ReadOptions) -> Iterator[pa.RecordBatch]:
+def _read_chunk(
+    c: Chunk, lay: Layout, opts: ReadOptions, part: int | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The rows of chunk ``c``; with ``part`` (its index, when some chunk is a span), with
+    a ``SPAN`` column saying it."""
     row = c.first_row
-    names = _names(lay, opts)
-    probs = _Problems(c.file, opts)
+    names = _names(lay, opts, part is not None)
+    probs = _Problems(c.file, opts, c.span)
     try:
         for batch in formats.read_batches(
             c.file,
@@ -362,6 +388,7 @@ def _read_chunk(c: Chunk, lay: Layout, opts: ReadOptions) -> Iterator[pa.RecordB
             c.row_groups,
             probs.on_malformed if c.file.fmt == "csv" else None,
             probs.json_malformed if c.file.fmt == "jsonl" else None,
+            c.span,
         ):
             n = batch.num_rows
             if n == 0:
@@ -380,10 +407,12 @@ def _read_chunk(c: Chunk, lay: Layout, opts: ReadOptions) -> Iterator[pa.RecordB
                         pc.is_valid(bad), pa.scalar(None, pa.int64()), ns
                     )
                 cols.append(bad)
+            if part is not None:
+                cols.append(pa.repeat(pa.scalar(part, pa.int32()), n))
             yield pa.RecordBatch.from_arrays(cols, names=names)
             row += n
         if probs.malformed and probs.discard:
-            yield _malformed_rows(lay, probs)
+            yield _malformed_rows(lay, probs, part)
     except (pa.ArrowInvalid, OSError) as err:
         if c.file.fmt == "csv" and "CSV parse error" in str(err):
             bad = probs.lines.scan().malformed
@@ -401,7 +430,9 @@ def _read_chunk(c: Chunk, lay: Layout, opts: ReadOptions) -> Iterator[pa.RecordB
         ) from None
 
 
-def spark_schema(lay: Layout, opts: ReadOptions | None = None):  # -> pyspark StructType
+def spark_schema(
+    lay: Layout, opts: ReadOptions | None = None, span: bool = False
+):  # -> pyspark StructType
     from pyspark.sql.pandas.types import from_arrow_schema
 
     extra = [
@@ -413,6 +444,8 @@ def spark_schema(lay: Layout, opts: ReadOptions | None = None):  # -> pyspark St
     ]
     if opts is not None and opts.bad_rows == "discard":
         extra.append((BAD, pa.string()))
+    if span:
+        extra.append((SPAN, pa.int32()))
     try:
         return from_arrow_schema(pa.schema([*lay.carried, *extra]))
     except TypeError as err:
@@ -421,34 +454,89 @@ def spark_schema(lay: Layout, opts: ReadOptions | None = None):  # -> pyspark St
 
 def read(
     spark, files: list[InputFile], opts: ReadOptions, lay: Layout | None = None
-):  # -> (DataFrame, Layout, Footing | None)
-    """The rows of ``files`` as a DataFrame with arrival and ns-time columns; ``lay`` is the
-    :func:`layout` when the caller already has it.  Parquet inputs that Spark's own reader
-    gives exactly are read by it (:func:`read_native`), with what their footers tell
-    (:class:`~evtime.io.native.Footing`), the others by pyarrow in tasks (None)."""
+):  # -> (DataFrame, Layout, Footing)
+    """The rows of ``files`` as a DataFrame with arrival and ns-time columns, and their
+    :class:`Footing`; ``lay`` is the :func:`layout` when the caller already has it.  Parquet
+    inputs that Spark's own reader gives exactly are read by it (:func:`read_native`, the
+    footing from their footers), the others by pyarrow in tasks (:func:`read_tasks`)."""
     from evtime.io.native import read_native
 
     lay = lay or layout(files, opts)
     native = read_native(spark, files, opts, lay)
     if native is not None:
         return native[0], lay, native[1]
-    return read_tasks(spark, files, opts, lay), lay, None
+    df, footing = read_tasks(spark, files, opts, lay)
+    return df, lay, footing
 
 
-def read_tasks(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):  # -> DataFrame
-    """The rows read by pyarrow inside Spark tasks, one task per chunk, checkpointed."""
-    parts = chunks(files)
-    schema = spark_schema(lay, opts)
+def read_tasks(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):
+    """The rows read by pyarrow inside Spark tasks, one task per chunk (a Parquet row group,
+    a span of a big text file or a whole text file), checkpointed, and their
+    :class:`Footing`, from one small job that also numbers the rows of spans."""
+    from evtime.io import split
+
+    parts = chunks(files, split.plan(spark, files))
+    spans = any(c.span is not None for c in parts)
+    schema = spark_schema(lay, opts, spans)
 
     def read_ids(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for b in batches:
             for i in b.column(0).to_pylist():
-                yield from _read_chunk(parts[i], lay, opts)
+                yield from _read_chunk(parts[i], lay, opts, i if spans else None)
 
     ids = spark.range(0, len(parts), 1, numPartitions=max(1, min(len(parts), 256)))
     # Read once: every later pass (scans, sort sampling, write) starts from these blocks
     # instead of running the Python reader again; this also pins arrival numbering.
-    return ids.mapInArrow(read_ids, schema).localCheckpoint()
+    df = ids.mapInArrow(read_ids, schema).localCheckpoint()
+    tally = _tally(df, opts, spans)
+    if spans:
+        df = _numbered(spark, df, parts, {r[SPAN]: r["n"] for r in tally})
+    return df, Footing(
+        sum(r["n"] - r["bad"] for r in tally),
+        sum(r["bad"] for r in tally),
+        min((r["lo"] for r in tally if r["lo"] is not None), default=None),
+        max((r["hi"] for r in tally if r["hi"] is not None), default=None),
+    )
+
+
+def _tally(df, opts: ReadOptions, spans: bool) -> list:  # -> [Row(n, bad, lo, hi)]
+    """Rows, bad rows, least and greatest time: of the whole input, or per span (one row
+    per span: a small collect)."""
+    from pyspark.sql import functions as F
+
+    bad = F.count(BAD) if opts.bad_rows == "discard" else F.lit(0)
+    return (
+        df.groupBy(*([SPAN] if spans else []))
+        .agg(
+            F.count(F.lit(1)).alias("n"),
+            bad.alias("bad"),
+            F.min(T).alias("lo"),
+            F.max(T).alias("hi"),
+        )
+        .collect()
+    )
+
+
+def _numbered(spark, df, parts: list[Chunk], rows: dict[int, int]):  # -> DataFrame
+    """Rows of spans numbered in their file: each span's rows after those of the file's
+    spans before it (``rows``: span -> its rows; malformed lines, -1 - span, are not
+    rows of the numbering but go with their span)."""
+    from pyspark.sql import functions as F
+
+    offsets, before = [], {}
+    for i, c in enumerate(parts):
+        k = c.file.index
+        offsets += [(i, before.get(k, 0)), (-1 - i, before.get(k, 0))]
+        before[k] = before.get(k, 0) + rows.get(i, 0)
+    off = spark.createDataFrame(offsets, f"{SPAN} int, _evt_off long")
+    row = F.col(ROW) + F.col("_evt_off")
+    seq = F.shiftleft(F.col(FILE).cast("long"), SEQ_FILE_SHIFT) + row
+    new = {ROW: row, SEQ: seq, CHUNK: F.shiftright(seq, CHUNK_SHIFT)}
+    # (broadcast: one row per span; the rows stay where they were read)
+    joined = df.join(F.broadcast(off), SPAN)
+    return joined.select(
+        *[new[n].alias(n) if n in new else F.col(f"`{n}`") for n in df.columns if n != SPAN]
+    )
 
 
 def read_here(files: list[InputFile], opts: ReadOptions, lay: Layout) -> pa.Table:
