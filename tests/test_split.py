@@ -364,3 +364,51 @@ def test_bad_rows_discarded_from_spans_as_from_the_whole(run_cli, workdir, spans
     # rows 30 and 77 (after the line put in before row 49), the lines put in at 50 and 90
     for line in {"csv": (32, 51, 80, 91), "jsonl": (31, 51, 79, 91)}[fmt]:
         assert f"in.{fmt} line {line}" in late, late
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["local-cluster", "connect"])
+def test_spans_on_a_cluster_and_through_spark_connect(workers, workdir, kind):
+    """Spans read by executors of their own (local-cluster) and through Spark Connect give
+    what the whole file gives; -v says how the input was read (Parquet: by Spark's reader,
+    also through Spark Connect)."""
+    import re
+
+    from tests.where import Worker
+
+    if kind not in workers:
+        workers[kind] = Worker(kind)
+    w = workers[kind]
+    _write_csv(workdir / "in.csv", _events(120, 6))
+    env = {"EVTIME_DRIVER_IO_MAX": "0"}
+    got = []
+    # (the whole run last: the worker's session keeps the setting of its last run)
+    for size in (SPAN_BYTES, "134217728"):
+        conf = ["--conf", f"spark.sql.files.maxPartitionBytes={size}"]
+        args = ["explain", "adjust", "-v", *conf, "--unit", "msec", "--range", "999", "in.csv"]
+        code, out, err, exc = w.run([*args, "-o", "ex.csv", "--overwrite"], None, env)
+        assert code == 0, (err, exc)
+        got.append((out, (workdir / "ex.csv").read_bytes()))
+        spans = re.search(r"in\.csv in (\d+) spans", err)
+        assert (spans is not None and int(spans.group(1)) > 10) == (size == SPAN_BYTES), err
+    assert got[0] == got[1]
+    sample = str(Path(__file__).parent.parent / "samples" / "tuples.parquet")
+    code, out, err, exc = w.run(
+        ["adjust", "-v", "--unit", "msec", "--range", "999", sample], None, env
+    )
+    assert code == 0, (err, exc)
+    assert "evtime: input read by Spark's Parquet reader" in err, err
+
+
+def test_a_split_file_on_s3_as_a_local_one(run_cli, workdir, spans_of_run, s3, bucket):
+    planned, set_split = spans_of_run
+    _write_jsonl(workdir / "in.jsonl", _events(120, 7))
+    s3.put(str(workdir / "in.jsonl"), f"{bucket}/big/in.jsonl")
+    set_split(True)
+    got = []
+    for src in (f"s3://{bucket}/big/in.jsonl", "in.jsonl"):
+        r = run_cli("explain", "adjust", "-v", "--unit", "msec", "--range", "999", src)
+        assert r.exit_code == 0, r.stderr
+        assert "in.jsonl in " in r.stderr and len(planned[-1][0]) > 10
+        got.append(r.stdout)
+    assert got[0] == got[1].replace("in.jsonl", f"s3://{bucket}/big/in.jsonl")

@@ -49,9 +49,18 @@ def _serve(conn, env: dict[str, str]) -> None:
             msg = conn.recv()
             if msg is None:
                 break
-            args, input_, cwd = msg
+            args, input_, cwd, extra = msg
             os.chdir(cwd)
-            code, out, err, exc = invoke(args, input_)
+            saved = {k: os.environ.get(k) for k in extra}
+            os.environ.update(extra)
+            try:
+                code, out, err, exc = invoke(args, input_)
+            finally:
+                for k, v in saved.items():
+                    if v is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = v
             conn.send(
                 (code, out, err, None if exc is None else "".join(traceback.format_exception(exc)))
             )
@@ -86,8 +95,11 @@ class Worker:
         self.proc.start()
         child.close()
 
-    def run(self, args: list[str], input: str | bytes | None) -> tuple[int, str, str, Any]:
-        self.conn.send(([str(a) for a in args], input, os.getcwd()))
+    def run(
+        self, args: list[str], input: str | bytes | None, env: dict[str, str] | None = None
+    ) -> tuple[int, str, str, Any]:
+        """``evtime ARGS`` in the worker (``env``: set for this call only)."""
+        self.conn.send(([str(a) for a in args], input, os.getcwd(), env or {}))
         return self.conn.recv()
 
     def stop(self) -> None:

@@ -160,13 +160,18 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         first, last = pc.min_max(table.column(reader.CHUNK)).values()
         inp.one_chunk = first.as_py() == last.as_py()
         df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
+        how = "read in this process (a small local input)"
     elif files:
         df, lay, footing = reader.read(spark, files, opts, lay)
         # counted and ranged by the Parquet footers, or as the rows were numbered
         inp.counted = (footing.good, footing.bad)
         inp.time_range = (footing.least, footing.greatest)
+        how = footing.how
     else:  # `--state DIR --flush` without input
         df = spark.createDataFrame([], reader.spark_schema(lay))
+        how = ""
+    if ses.verbose and how:
+        click.echo(f"evtime: input {how}", err=True)
     from evtime.engine.scan import order_arrivals
 
     if inp.bad_rows == "discard":

@@ -146,7 +146,7 @@ def _footing(mds: list, lay: Layout) -> Footing:
                 lo, hi = st.min_raw * per, st.max_raw * per
                 least = lo if least is None else min(least, lo)
                 greatest = hi if greatest is None else max(greatest, hi)
-    return Footing(rows - nulls, nulls, least, greatest)
+    return Footing(rows - nulls, nulls, least, greatest, "read by Spark's Parquet reader")
 
 
 def _footer_problem(f: InputFile, lay: Layout, md) -> str | None:

@@ -149,12 +149,14 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
 class Footing:
     """What is known of the input's rows without a job over them (from the Parquet footers,
     or from the tally :func:`read_tasks` makes as it numbers rows): rows (``good``: with a
-    time, ``bad``: without), and the least and the greatest time in ns (None: no times)."""
+    time, ``bad``: without), the least and the greatest time in ns (None: no times), and
+    how they were read (said with ``--verbose``)."""
 
     good: int
     bad: int
     least: int | None
     greatest: int | None
+    how: str = ""
 
 
 @dataclass(frozen=True)
@@ -496,7 +498,19 @@ def read_tasks(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):
         sum(r["bad"] for r in tally),
         min((r["lo"] for r in tally if r["lo"] is not None), default=None),
         max((r["hi"] for r in tally if r["hi"] is not None), default=None),
+        _how(parts),
     )
+
+
+def _how(parts: list[Chunk]) -> str:
+    """How :func:`read_tasks` reads ``parts``, in words."""
+    n = len(parts)
+    said = f"read by pyarrow in {n} Spark task{'s' if n != 1 else ''}"
+    spans: dict[str, int] = {}
+    for c in parts:
+        if c.span is not None:
+            spans[c.file.shown] = spans.get(c.file.shown, 0) + 1
+    return said + "".join(f", {name} in {k} spans" for name, k in spans.items())
 
 
 def _tally(df, opts: ReadOptions, spans: bool) -> list:  # -> [Row(n, bad, lo, hi)]

@@ -55,11 +55,18 @@ def splittable(f: InputFile) -> bool:
     return f.fmt in ("csv", "jsonl") and not f.url.lower().endswith(_COMPRESSION)
 
 
-def _size(f: InputFile) -> int:
+def _sizes(files: list[InputFile]) -> dict[int, int]:
+    """File index -> size in bytes (one request per file system: S3 sizes concurrently)."""
     import fsspec
 
-    fs, path = fsspec.core.url_to_fs(f.url)
-    return fs.size(path)
+    by_fs: dict[int, tuple] = {}
+    for f in files:
+        fs, path = fsspec.core.url_to_fs(f.url)
+        by_fs.setdefault(id(fs), (fs, []))[1].append((f.index, path))
+    out: dict[int, int] = {}
+    for fs, items in by_fs.values():
+        out.update(zip([i for i, _ in items], fs.sizes([p for _, p in items]), strict=True))
+    return out
 
 
 def split_size(spark) -> int:
@@ -135,7 +142,7 @@ def plan(spark, files: list[InputFile]) -> dict[int, list[Span]]:
     text = [f for f in files if splittable(f)]
     if not text:
         return {}
-    sizes = {f.index: _size(f) for f in text}
+    sizes = _sizes(text)
     size = split_size(spark)
     ranges = [
         (f, start, min(start + size, sizes[f.index]))
