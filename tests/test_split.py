@@ -185,6 +185,7 @@ def spans_of_run(spark, monkeypatch):
     """Text inputs read in tasks (not in the driver), split into spans of SPAN_BYTES bytes
     (the Spark setting users set) while ``split`` is on; the spans each run planned."""
     monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")
+    monkeypatch.setenv("EVTIME_SPLIT_MIN_CORES", "1")  # (the tests' Spark has 2)
     planned: list[dict] = []
     real = split.plan
 
@@ -380,7 +381,7 @@ def test_spans_on_a_cluster_and_through_spark_connect(workers, workdir, kind):
         workers[kind] = Worker(kind)
     w = workers[kind]
     _write_csv(workdir / "in.csv", _events(120, 6))
-    env = {"EVTIME_DRIVER_IO_MAX": "0"}
+    env = {"EVTIME_DRIVER_IO_MAX": "0", "EVTIME_SPLIT_MIN_CORES": "1"}
     got = []
     # (the whole run last: the worker's session keeps the setting of its last run)
     for size in (SPAN_BYTES, "134217728"):
@@ -412,3 +413,18 @@ def test_a_split_file_on_s3_as_a_local_one(run_cli, workdir, spans_of_run, s3, b
         assert "in.jsonl in " in r.stderr and len(planned[-1][0]) > 10
         got.append(r.stdout)
     assert got[0] == got[1].replace("in.jsonl", f"s3://{bucket}/big/in.jsonl")
+
+
+def test_files_are_read_whole_on_fewer_cores_than_asked(
+    run_cli, workdir, spans_of_run, monkeypatch
+):
+    planned, set_split = spans_of_run
+    _write_csv(workdir / "in.csv", _events(120, 8))
+    set_split(True)
+    monkeypatch.setenv("EVTIME_SPLIT_MIN_CORES", "3")  # the tests' Spark has 2 cores
+    r = run_cli("adjust", "-v", "--unit", "msec", "--range", "999", "in.csv")
+    assert r.exit_code == 0, r.stderr
+    assert planned[-1] == {} and "evtime: input read by pyarrow in 1 Spark task\n" in r.stderr
+    monkeypatch.setenv("EVTIME_SPLIT_MIN_CORES", "many")
+    r = run_cli("adjust", "--unit", "msec", "--range", "999", "in.csv")
+    assert r.exit_code == 2 and "EVTIME_SPLIT_MIN_CORES takes a number" in r.stderr

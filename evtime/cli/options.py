@@ -203,7 +203,12 @@ session_options = _stack(
         metavar="KEY=VALUE",
         help="Spark setting (repeatable; env EVTIME_CONF=K=V,K=V).",
     ),
-    click.option("-v", "--verbose", is_flag=True, help="How the input is read, Spark's warnings, full tracebacks."),
+    click.option(
+        "-v",
+        "--verbose",
+        is_flag=True,
+        help="How the input is read, Spark's warnings, full tracebacks.",
+    ),
     click.option("-q", "--quiet", is_flag=True, help="No summary on stderr."),
     section="Spark",
 )

@@ -542,7 +542,10 @@ def _numbered(spark, df, parts: list[Chunk], rows: dict[int, int]):  # -> DataFr
         k = c.file.index
         offsets += [(i, before.get(k, 0)), (-1 - i, before.get(k, 0))]
         before[k] = before.get(k, 0) + rows.get(i, 0)
-    off = spark.createDataFrame(offsets, f"{SPAN} int, _evt_off long")
+    # (from Arrow: a local relation, no Python worker to turn rows into Spark's)
+    spans, firsts = zip(*offsets, strict=True)
+    table = pa.table({SPAN: pa.array(spans, pa.int32()), "_evt_off": pa.array(firsts, pa.int64())})
+    off = spark.createDataFrame(table)
     row = F.col(ROW) + F.col("_evt_off")
     seq = F.shiftleft(F.col(FILE).cast("long"), SEQ_FILE_SHIFT) + row
     new = {ROW: row, SEQ: seq, CHUNK: F.shiftright(seq, CHUNK_SHIFT)}

@@ -3,7 +3,10 @@
 A text file larger than ``spark.sql.files.maxPartitionBytes`` (128 MiB unless set) is cut
 into spans of that size, as Spark cuts text files; a span holds the lines that start in it
 (:class:`~evtime.io.formats.Span`).  Smaller files are read whole: below that size, the
-job that splitting needs costs more than the second task saves.
+job that splitting needs costs more than the second task saves.  So are all files when
+Spark has fewer than ``EVTIME_SPLIT_MIN_CORES`` cores (default 4): one task reading a file
+already keeps about one and a half cores busy (Arrow parses with threads while the JVM
+stores the rows), and on 2 cores splitting was measured to cost more than it saved.
 
 Before the rows are read, one Spark job reads every span once, in parallel
 (:func:`span_facts`), for what a span's task cannot see alone:
@@ -26,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from evtime.errors import UsageError
 from evtime.io.formats import BLOCK, Span, _open
 from evtime.io.sources import _COMPRESSION, InputFile
 
@@ -49,6 +53,29 @@ def _bytes(value: str) -> int:
     if not m:
         raise ValueError(f"not a size: {value!r}")
     return int(m.group(1)) << (10 * " kmgtp".index(m.group(2) or " "))
+
+
+MIN_CORES = 4  # EVTIME_SPLIT_MIN_CORES
+
+
+def _cores(spark) -> int:
+    """The cores Spark runs tasks on (Spark Connect: spark.default.parallelism if set,
+    else this machine's)."""
+    import os
+
+    try:
+        return max(1, spark.sparkContext.defaultParallelism)
+    except Exception:  # Spark Connect: no SparkContext in this process
+        return int(spark.conf.get("spark.default.parallelism", None) or os.cpu_count() or 1)
+
+
+def _min_cores() -> int:
+    import os
+
+    try:
+        return int(os.environ.get("EVTIME_SPLIT_MIN_CORES", MIN_CORES))
+    except ValueError:
+        raise UsageError("EVTIME_SPLIT_MIN_CORES takes a number of cores") from None
 
 
 def splittable(f: InputFile) -> bool:
@@ -140,7 +167,7 @@ def plan(spark, files: list[InputFile]) -> dict[int, list[Span]]:
     """The spans of each file read by several tasks (file index -> spans); files not in it
     are read whole."""
     text = [f for f in files if splittable(f)]
-    if not text:
+    if not text or _cores(spark) < _min_cores():
         return {}
     sizes = _sizes(text)
     size = split_size(spark)
