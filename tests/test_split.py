@@ -292,32 +292,12 @@ def test_merge_and_bound_of_split_files_as_of_whole_ones(run_cli, workdir, spans
     planned, set_split = spans_of_run
     _write_csv(workdir / "a.csv", _events(90, 2))
     _write_jsonl(workdir / "b.jsonl", _events(90, 3))
+    merge = ["--unit", "msec", "--range", "999", "a.csv", "b.jsonl", "-o", "out.csv"]
+    bound = ["bound", "--window", "1s", "--agg", "count(*)", "--agg", "avg(value)"]
     for args in [
-        ["merge", "--unit", "msec", "--range", "999", "a.csv", "b.jsonl", "-o", "out.csv"],
-        [
-            "bound",
-            "--window",
-            "1s",
-            "--agg",
-            "count(*)",
-            "--agg",
-            "avg(value)",
-            "a.csv",
-            "-o",
-            "out.csv",
-        ],
-        [
-            "explain",
-            "merge",
-            "--unit",
-            "msec",
-            "--range",
-            "999",
-            "a.csv",
-            "b.jsonl",
-            "-o",
-            "out.csv",
-        ],
+        ["merge", *merge],
+        [*bound, "a.csv", "-o", "out.csv"],
+        ["explain", "merge", *merge],
     ]:
         split_run, whole_run = _both(run_cli, workdir, set_split, planned, args, ["out.csv"])
         assert split_run[0] == 0, split_run
@@ -428,3 +408,15 @@ def test_files_are_read_whole_on_fewer_cores_than_asked(
     monkeypatch.setenv("EVTIME_SPLIT_MIN_CORES", "many")
     r = run_cli("adjust", "--unit", "msec", "--range", "999", "in.csv")
     assert r.exit_code == 2 and "EVTIME_SPLIT_MIN_CORES takes a number" in r.stderr
+
+
+def test_rows_of_a_span_are_told_by_their_lines(tmp_path):
+    from evtime.io.reader import ReadOptions, _Problems
+
+    data = _csv_text([[str(i), "k", "v"] for i in range(30)])
+    f = _file(tmp_path, data, "csv")
+    spans = _spans(f, len(data), 40)
+    s = spans[3]
+    probs = _Problems(f, ReadOptions(), s)
+    assert probs.rows(0, 2) == f"line {s.first_line} to line {s.first_line + 1}"
+    assert _Problems(f, ReadOptions()).rows(0, 2) == "rows 1-2"  # (a whole file: data rows)

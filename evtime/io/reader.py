@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -190,7 +191,7 @@ class _Problems:
     """Bad values of one file: an error at once (--bad-rows fail), or a reason per row."""
 
     def __init__(self, f: InputFile, opts: ReadOptions, span: formats.Span | None = None):
-        self.f, self.discard = f, opts.bad_rows == "discard"
+        self.f, self.discard, self.span = f, opts.bad_rows == "discard", span
         self.lines = formats.Lines(f, span) if f.fmt in ("csv", "jsonl") else None
         self.first_row = 0
         self.reasons: dict[int, str] = {}  # index in the batch -> reason
@@ -204,7 +205,16 @@ class _Problems:
             line = self.lines.line(row) if self.lines else None
         except (OSError, ValueError):  # the file cannot be read again: say the row
             line = None
-        return f"line {line}" if line is not None else f"row {row + 1}"
+        if line is not None:
+            return f"line {line}"
+        s = self.span  # (rows of a span are numbered from its start)
+        return f"row {row + 1}" + (f" of bytes {s.start}-{s.end - 1}" if s else "")
+
+    def rows(self, first: int, n: int) -> str:
+        """Where rows ``first`` .. ``first + n - 1`` are (a span's: their lines)."""
+        if self.span is None:
+            return f"rows {first + 1}-{first + n}"
+        return f"{self.at(first)} to {self.at(first + n - 1)}"
 
     def add(self, i: int, col: str | None, what: str) -> None:
         at = self.at(self.first_row + i)
@@ -305,7 +315,8 @@ def _from_bytes(batch: pa.RecordBatch, lay: Layout, probs: _Problems) -> pa.Reco
     return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
-def _carry(batch: pa.RecordBatch, lay: Layout, f: InputFile, first_row: int) -> list[pa.Array]:
+def _carry(batch: pa.RecordBatch, lay: Layout, f: InputFile, where) -> list[pa.Array]:
+    """The batch's columns as Spark carries them; ``where()`` says where its rows are."""
     cols = []
     for fld in lay.schema:
         want = lay.spark_type(fld.type)
@@ -325,10 +336,7 @@ def _carry(batch: pa.RecordBatch, lay: Layout, f: InputFile, first_row: int) -> 
             cols.append(arr if arr.type == want else arr.cast(want))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
             raise in_task(
-                InputError(
-                    f"{f.shown}: rows {first_row + 1}-{first_row + batch.num_rows}: "
-                    f"column {fld.name!r}: {formats._first_line(err)}"
-                )
+                InputError(f"{f.shown}: {where()}: column {fld.name!r}: {formats._first_line(err)}")
             ) from None
     return cols
 
@@ -400,7 +408,7 @@ def _read_chunk(
             probs.batch(row)
             batch = _from_bytes(batch, lay, probs)
             ns = _time_ns(batch.column(lay.time_col), c.file, lay, opts, probs)
-            cols = [*_carry(batch, lay, c.file, row), ns]
+            cols = [*_carry(batch, lay, c.file, partial(probs.rows, row, n)), ns]
             cols += _hidden(c.file, pa.array(range(row, row + n), pa.int64()))
             if probs.discard:
                 bad = probs.reason_array(n)
@@ -423,10 +431,11 @@ def _read_chunk(
                 raise in_task(
                     InputError(f"{c.file.shown}: line {line}: malformed CSV line: {what}")
                 ) from None
+        start = "at the start" if c.span is None else f"at line {c.span.first_line}"
         raise in_task(
             InputError(
                 f"{c.file.shown}: "
-                f"{f'after {probs.at(row - 1)}' if row > c.first_row else 'at the start'}: "
+                f"{f'after {probs.at(row - 1)}' if row > c.first_row else start}: "
                 f"{formats._first_line(err)}"
             )
         ) from None
