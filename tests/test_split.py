@@ -420,3 +420,34 @@ def test_rows_of_a_span_are_told_by_their_lines(tmp_path):
     probs = _Problems(f, ReadOptions(), s)
     assert probs.rows(0, 2) == f"line {s.first_line} to line {s.first_line + 1}"
     assert _Problems(f, ReadOptions()).rows(0, 2) == "rows 1-2"  # (a whole file: data rows)
+
+
+def test_parquet_row_groups_and_spans_in_one_input(run_cli, workdir, spans_of_run):
+    """A Parquet file of several row groups (its rows numbered as read) next to a split
+    CSV file (its spans numbered after the read): arrivals as when nothing is split."""
+    import pyarrow.parquet as pq
+
+    planned, set_split = spans_of_run
+    rows = _events(60, 9)
+    table = pa.table({n: [r[i] for r in rows] for i, n in enumerate(["time", "key", "value"])})
+    pq.write_table(
+        table.set_column(2, "value", table.column(2).cast(pa.float64())),
+        workdir / "a.parquet",
+        row_group_size=7,
+    )
+    _write_csv(workdir / "b.csv", _events(90, 10))
+    args = [
+        "explain",
+        "adjust",
+        "--unit",
+        "msec",
+        "--range",
+        "999",
+        "a.parquet",
+        "b.csv",
+        "-o",
+        "out.csv",
+    ]
+    split_run, whole_run = _both(run_cli, workdir, set_split, planned, args, ["out.csv"])
+    assert split_run[0] == 0, split_run
+    assert split_run == whole_run

@@ -543,14 +543,16 @@ def _tally(df, opts: ReadOptions, spans: bool) -> list:  # -> [Row(n, bad, lo, h
 def _numbered(spark, df, parts: list[Chunk], rows: dict[int, int]):  # -> DataFrame
     """Rows of spans numbered in their file: each span's rows after those of the file's
     spans before it (``rows``: span -> its rows; malformed lines, -1 - span, are not
-    rows of the numbering but go with their span)."""
+    rows of the numbering but go with their span).  Other chunks (Parquet row groups,
+    whole files) were numbered as they were read."""
     from pyspark.sql import functions as F
 
     offsets, before = [], {}
     for i, c in enumerate(parts):
         k = c.file.index
-        offsets += [(i, before.get(k, 0)), (-1 - i, before.get(k, 0))]
-        before[k] = before.get(k, 0) + rows.get(i, 0)
+        first = before.get(k, 0) if c.span is not None else 0  # (others: numbered as read)
+        offsets += [(i, first), (-1 - i, first)]
+        before[k] = first + rows.get(i, 0)
     # (from Arrow: a local relation, no Python worker to turn rows into Spark's)
     spans, firsts = zip(*offsets, strict=True)
     table = pa.table({SPAN: pa.array(spans, pa.int32()), "_evt_off": pa.array(firsts, pa.int64())})
