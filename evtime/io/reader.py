@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -354,13 +355,14 @@ def _names(lay: Layout, opts: ReadOptions, span: bool = False) -> list[str]:
     ]
 
 
-def _hidden(f: InputFile, rows: pa.Array) -> list[pa.Array]:
-    seq = pc.add(rows, f.index << SEQ_FILE_SHIFT)
+def _hidden(f: InputFile, rows: np.ndarray) -> list[pa.Array]:
+    """FILE, ROW, SEQ and CHUNK of rows ``rows`` (int64) of file ``f``."""
+    seq = rows + (f.index << SEQ_FILE_SHIFT)
     return [
-        pa.array([f.index] * len(rows), pa.int32()),
-        rows,
-        seq,
-        pc.shift_right(seq, CHUNK_SHIFT),
+        pa.repeat(pa.scalar(f.index, pa.int32()), len(rows)),
+        pa.array(rows),
+        pa.array(seq),
+        pa.array(seq >> CHUNK_SHIFT),
     ]
 
 
@@ -374,7 +376,7 @@ def _malformed_rows(lay: Layout, probs: _Problems, part: int | None) -> pa.Recor
         f"bad input: malformed {kind} line: {what} (file {probs.f.shown} line {line})"
         for line, _, what in bad
     ]
-    rows = pa.array([row for _, row, _ in bad], pa.int64())
+    rows = np.array([row for _, row, _ in bad], np.int64)
     cols = [pa.nulls(n, t) for t in lay.carried.types]
     cols += [pa.nulls(n, pa.int64()), *_hidden(probs.f, rows), pa.array(reasons, pa.string())]
     if part is not None:
@@ -409,7 +411,7 @@ def _read_chunk(
             batch = _from_bytes(batch, lay, probs)
             ns = _time_ns(batch.column(lay.time_col), c.file, lay, opts, probs)
             cols = [*_carry(batch, lay, c.file, partial(probs.rows, row, n)), ns]
-            cols += _hidden(c.file, pa.array(range(row, row + n), pa.int64()))
+            cols += _hidden(c.file, np.arange(row, row + n, dtype=np.int64))
             if probs.discard:
                 bad = probs.reason_array(n)
                 if probs.reasons:  # a bad row has no time
