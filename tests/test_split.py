@@ -178,6 +178,7 @@ def test_split_size_reads_spark_sizes(setting, size):
 # ---- through the CLI: spans of a few hundred bytes, outputs as when read whole ----------
 
 SPAN_BYTES = "300"
+MSEC_999 = ["--unit", "msec", "--range", "999"]
 
 
 @pytest.fixture
@@ -263,22 +264,11 @@ def test_explain_and_adjust_of_a_split_file_as_of_the_whole(run_cli, workdir, sp
     write(workdir / f"in.{fmt}", _events(120, 1))
     for args, outputs in [
         (
-            [
-                "adjust",
-                "--unit",
-                "msec",
-                "--range",
-                "999",
-                f"in.{fmt}",
-                "-o",
-                "out.csv",
-                "--discards",
-                "late.csv",
-            ],
+            ["adjust", *MSEC_999, f"in.{fmt}", "-o", "out.csv", "--discards", "late.csv"],
             ["out.csv", "late.csv"],
         ),
         (
-            ["explain", "adjust", "--unit", "msec", "--range", "999", f"in.{fmt}", "-o", "ex.csv"],
+            ["explain", "adjust", *MSEC_999, f"in.{fmt}", "-o", "ex.csv"],
             ["ex.csv"],
         ),
     ]:
@@ -292,7 +282,7 @@ def test_merge_and_bound_of_split_files_as_of_whole_ones(run_cli, workdir, spans
     planned, set_split = spans_of_run
     _write_csv(workdir / "a.csv", _events(90, 2))
     _write_jsonl(workdir / "b.jsonl", _events(90, 3))
-    merge = ["--unit", "msec", "--range", "999", "a.csv", "b.jsonl", "-o", "out.csv"]
+    merge = [*MSEC_999, "a.csv", "b.jsonl", "-o", "out.csv"]
     bound = ["bound", "--window", "1s", "--agg", "count(*)", "--agg", "avg(value)"]
     for args in [
         ["merge", *merge],
@@ -308,7 +298,7 @@ def test_a_bad_time_in_a_later_span_names_its_line(run_cli, workdir, spans_of_ru
     planned, set_split = spans_of_run
     _write_csv(workdir / "in.csv", _events(100, 4, bad={80: "not a time"}))
     set_split(True)
-    r = run_cli("adjust", "--unit", "msec", "--range", "999", "in.csv", "-o", "out.csv")
+    r = run_cli("adjust", *MSEC_999, "in.csv", "-o", "out.csv")
     assert r.exit_code == 1, r.stderr
     assert "in.csv: line 82, column 'time'" in r.stderr  # (row 80: line 82, after the header)
     assert len(planned[-1][0]) > 3
@@ -324,10 +314,7 @@ def test_bad_rows_discarded_from_spans_as_from_the_whole(run_cli, workdir, spans
         _write_jsonl(workdir / "in.jsonl", rows, extra={50: "[1, 2]", 90: "{nope"})
     args = [
         "adjust",
-        "--unit",
-        "msec",
-        "--range",
-        "999",
+        *MSEC_999,
         "--bad-rows",
         "discard",
         f"in.{fmt}",
@@ -366,7 +353,7 @@ def test_spans_on_a_cluster_and_through_spark_connect(workers, workdir, kind):
     # (the whole run last: the worker's session keeps the setting of its last run)
     for size in (SPAN_BYTES, "134217728"):
         conf = ["--conf", f"spark.sql.files.maxPartitionBytes={size}"]
-        args = ["explain", "adjust", "-v", *conf, "--unit", "msec", "--range", "999", "in.csv"]
+        args = ["explain", "adjust", "-v", *conf, *MSEC_999, "in.csv"]
         code, out, err, exc = w.run([*args, "-o", "ex.csv", "--overwrite"], None, env)
         assert code == 0, (err, exc)
         got.append((out, (workdir / "ex.csv").read_bytes()))
@@ -374,9 +361,7 @@ def test_spans_on_a_cluster_and_through_spark_connect(workers, workdir, kind):
         assert (spans is not None and int(spans.group(1)) > 10) == (size == SPAN_BYTES), err
     assert got[0] == got[1]
     sample = str(Path(__file__).parent.parent / "samples" / "tuples.parquet")
-    code, out, err, exc = w.run(
-        ["adjust", "-v", "--unit", "msec", "--range", "999", sample], None, env
-    )
+    code, out, err, exc = w.run(["adjust", "-v", *MSEC_999, sample], None, env)
     assert code == 0, (err, exc)
     assert "evtime: input read by Spark's Parquet reader" in err, err
 
@@ -388,7 +373,7 @@ def test_a_split_file_on_s3_as_a_local_one(run_cli, workdir, spans_of_run, s3, b
     set_split(True)
     got = []
     for src in (f"s3://{bucket}/big/in.jsonl", "in.jsonl"):
-        r = run_cli("explain", "adjust", "-v", "--unit", "msec", "--range", "999", src)
+        r = run_cli("explain", "adjust", "-v", *MSEC_999, src)
         assert r.exit_code == 0, r.stderr
         assert "in.jsonl in " in r.stderr and len(planned[-1][0]) > 10
         got.append(r.stdout)
@@ -402,11 +387,11 @@ def test_files_are_read_whole_on_fewer_cores_than_asked(
     _write_csv(workdir / "in.csv", _events(120, 8))
     set_split(True)
     monkeypatch.setenv("EVTIME_SPLIT_MIN_CORES", "3")  # the tests' Spark has 2 cores
-    r = run_cli("adjust", "-v", "--unit", "msec", "--range", "999", "in.csv")
+    r = run_cli("adjust", "-v", *MSEC_999, "in.csv")
     assert r.exit_code == 0, r.stderr
     assert planned[-1] == {} and "evtime: input read by pyarrow in 1 Spark task\n" in r.stderr
     monkeypatch.setenv("EVTIME_SPLIT_MIN_CORES", "many")
-    r = run_cli("adjust", "--unit", "msec", "--range", "999", "in.csv")
+    r = run_cli("adjust", *MSEC_999, "in.csv")
     assert r.exit_code == 2 and "EVTIME_SPLIT_MIN_CORES takes a number" in r.stderr
 
 
@@ -436,18 +421,7 @@ def test_parquet_row_groups_and_spans_in_one_input(run_cli, workdir, spans_of_ru
         row_group_size=7,
     )
     _write_csv(workdir / "b.csv", _events(90, 10))
-    args = [
-        "explain",
-        "adjust",
-        "--unit",
-        "msec",
-        "--range",
-        "999",
-        "a.parquet",
-        "b.csv",
-        "-o",
-        "out.csv",
-    ]
+    args = ["explain", "adjust", *MSEC_999, "a.parquet", "b.csv", "-o", "out.csv"]
     split_run, whole_run = _both(run_cli, workdir, set_split, planned, args, ["out.csv"])
     assert split_run[0] == 0, split_run
     assert split_run == whole_run
