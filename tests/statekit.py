@@ -67,6 +67,28 @@ def crash_then_resume(
     return [*rows(o0), *rows(o1)], [*rows(d0), *rows(d1)]
 
 
+def killed_then_resumed(
+    run_cli, tmp: Path, cli_env: dict, first: list, files: Sequence
+) -> tuple[list[dict], list[dict]]:
+    """``first`` over ``files[0]`` as a process killed at once (no clean-up at all) after
+    publishing its output but before the discards and the state; then, in this process,
+    the run over ``files[1]`` with --flush, which must complete the interrupted one.  The
+    output rows and the discards of both runs."""
+    import subprocess
+
+    o0, d0 = tmp / "out0.csv", tmp / "dis0.csv"
+    env = {**cli_env, "EVTIME_CRASH_AT": "published-1", "EVTIME_CRASH_HARD": "1"}
+    args = [str(a) for a in (*first, "-o", o0, "--discards", d0, files[0])]
+    p = subprocess.run(["evtime", *args], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 137, p.stderr
+    assert o0.exists() and not d0.exists()  # killed between the two publications
+    o1, d1 = tmp / "out1.csv", tmp / "dis1.csv"
+    r = run_cli(*first, "--flush", "-o", o1, "--discards", d1, files[1])
+    assert r.exit_code == 0, r.stderr
+    assert "completed the interrupted run" in r.stderr
+    return [*rows(o0), *rows(o1)], [*rows(d0), *rows(d1)]
+
+
 def one_run(run_cli, tmp: Path, args: list, inputs: Sequence) -> tuple[list[dict], list[dict]]:
     """``args`` over all ``inputs`` in one run without state: its output and discards."""
     out, dis = tmp / "all.csv", tmp / "all-discards.csv"

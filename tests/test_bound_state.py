@@ -179,6 +179,19 @@ def test_crash_between_steps_loses_and_duplicates_nothing(run_cli, tmp_path, mon
     assert dis == want_dis
 
 
+@pytest.mark.cli
+def test_killed_after_publishing_one_output_is_rolled_forward(run_cli, tmp_path, cli_env):
+    """A process killed (no clean-up at all) after publishing the windows but before the
+    discards and the state: the next run completes it, and the windows go on exactly."""
+    opts = ["--window", "10ns", "--slide", "5ns", *AGGS, "--key", "k"]
+    files = _split(tmp_path, ROWS, [6])
+    want, want_dis = _single(run_cli, tmp_path, files, opts)
+    first = [*BOUND, *opts, "--state", tmp_path / "st"]
+    out, dis = statekit.killed_then_resumed(run_cli, tmp_path, cli_env, first, files)
+    assert out == want
+    assert dis == want_dis
+
+
 def test_state_of_other_options_is_refused(run_cli, tmp_path):
     files = _split(tmp_path, ROWS, [4, 8])
     base = ["--window", "10ns", "--agg", "count(*)", "--key", "k"]

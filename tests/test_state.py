@@ -142,24 +142,13 @@ def test_state_usage_errors(run_cli, tmp_path):
 def test_killed_after_publishing_one_output_is_rolled_forward(run_cli, tmp_path, cli_env):
     """A process killed (no clean-up at all) after publishing the output but before the
     discards and the state: the next run completes it, and the stream goes on exactly."""
-    import subprocess
-
     files = _split(tmp_path, ROWS, [6])
     opts = ["--range", "4"]
     want, want_dis = _single(run_cli, tmp_path, files, opts)
     first = [*ADJUST, *opts, "--state", tmp_path / "st"]
-    o0, d0 = tmp_path / "out0.csv", tmp_path / "dis0.csv"
-    env = {**cli_env, "EVTIME_CRASH_AT": "published-1", "EVTIME_CRASH_HARD": "1"}
-    args = [str(a) for a in (*first, "-o", o0, "--discards", d0, files[0])]
-    p = subprocess.run(["evtime", *args], env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 137, p.stderr
-    assert o0.exists() and not d0.exists()  # killed between the two publications
-    o1, d1 = tmp_path / "out1.csv", tmp_path / "dis1.csv"
-    r = run_cli(*first, "--flush", "-o", o1, "--discards", d1, files[1])
-    assert r.exit_code == 0, r.stderr
-    assert "completed the interrupted run" in r.stderr
-    assert [*_rows(o0), *_rows(o1)] == want
-    assert _by_arrival([*_rows(d0), *_rows(d1)]) == _by_arrival(want_dis)
+    out, dis = statekit.killed_then_resumed(run_cli, tmp_path, cli_env, first, files)
+    assert out == want
+    assert _by_arrival(dis) == _by_arrival(want_dis)
 
 
 def test_flush_without_input_ends_the_stream(run_cli, tmp_path):
