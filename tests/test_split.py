@@ -76,8 +76,8 @@ _VALUES = st.one_of(
 _BARE = st.sampled_from(['5" screen', 'a"b', '"open"tail'])  # quotes RFC 4180 does not place
 
 
-def _csv_text(rows: list[list[str]]) -> bytes:
-    return ("t,k,v\n" + "".join(",".join(r) + "\n" for r in rows)).encode()
+def _csv_text(rows: list[list[str]], eol: str = "\n") -> bytes:
+    return (f"t,k,v{eol}" + "".join(",".join(r) + eol for r in rows)).encode()
 
 
 def _whole(f: InputFile) -> list[dict]:
@@ -100,9 +100,10 @@ def _read_spans(f: InputFile, spans) -> list[dict]:
 @given(
     rows=st.lists(st.lists(st.one_of(_VALUES, _BARE), min_size=3, max_size=3), max_size=25),
     step=st.integers(1, 60),
+    eol=st.sampled_from(["\n", "\r\n"]),
 )
-def test_csv_split_only_where_no_span_starts_inside_quotes(tmp_path, rows, step):
-    data = _csv_text(rows)
+def test_csv_split_only_where_no_span_starts_inside_quotes(tmp_path, rows, step, eol):
+    data = _csv_text(rows, eol)
     f = _file(tmp_path, data, "csv")
     try:
         whole = _whole(f)
