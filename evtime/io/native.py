@@ -131,7 +131,9 @@ def _in_range(rg, i: int, per: int) -> bool:
 
 def _footing(mds: list, lay: Layout) -> Footing:
     """:class:`Footing` of files whose time column has statistics in every row group (as
-    :func:`_footer_problem` checked)."""
+    :func:`_footer_problem` checked): no Spark job counts or scans for it.  Parquet
+    statistics are the row groups' own true minima and maxima (Spark skips row groups by
+    them too)."""
     rows = nulls = 0
     least = greatest = None
     t = lay.schema.field(lay.time_col).type
