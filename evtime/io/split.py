@@ -171,19 +171,17 @@ def plan(spark, files: list[InputFile]) -> dict[int, list[Span]]:
         return {}
     sizes = _sizes(text)
     size = split_size(spark)
-    ranges = [
-        (f, start, min(start + size, sizes[f.index]))
+    cut = {  # file -> its byte ranges, for the files larger than one span
+        f: [(f, start, min(start + size, sizes[f.index])) for start in range(0, n, size)]
         for f in text
-        if sizes[f.index] > size
-        for start in range(0, sizes[f.index], size)
-    ]
-    if not ranges:
+        if (n := sizes[f.index]) > size
+    }
+    if not cut:
         return {}
-    facts = _facts(spark, ranges)
+    facts = iter(_facts(spark, [r for ranges in cut.values() for r in ranges]))
     out: dict[int, list[Span]] = {}
-    for f in {f.index: f for f, _, _ in ranges}.values():
-        mine = [(s, e, facts[i]) for i, (g, s, e) in enumerate(ranges) if g.index == f.index]
-        spans = spans_of(mine, f.fmt == "csv")
+    for f, ranges in cut.items():
+        spans = spans_of([(s, e, next(facts)) for _, s, e in ranges], f.fmt == "csv")
         if spans is not None:
             out[f.index] = spans
     return out
