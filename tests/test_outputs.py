@@ -194,3 +194,6 @@ def test_parts_that_arrive_descending_are_written_in_order(tmp_path, fmt):
         else:
             got = [int(x.split(":")[1].strip(" }")) for x in out.read_text().splitlines()]
         assert got == want
+        # each part is removed once assembled (its pages freed at once, not at the end)
+        assert not [f for f in os.listdir(staging) if f.startswith(f"part-{sink.name}-")]
+    assert os.listdir(staging) == []

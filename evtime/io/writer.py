@@ -311,7 +311,10 @@ def _arrow_schema(sink: Sink, lay: Layout, spark_schema) -> pa.Schema:
 
 
 def _assemble(sink: Sink, parts: list[str], schema: pa.Schema, out) -> None:
-    """Stream the parts, in order, into the open binary file ``out``."""
+    """Stream the parts, in order, into the open binary file ``out``, each removed as soon
+    as it is read: its page cache is freed at once.  (At the end of a big run, memory is
+    full of Spark's shuffle files; the kernel then reclaims pages for every page copied,
+    and copying explain's 2.3 GB of CSV parts took 5-6 s instead of 1-2 s.)"""
     if sink.fmt == "parquet":
         with pq.ParquetWriter(out, schema) as w:
             held: list[pa.RecordBatch] = []  # fewer than ROW_GROUP rows, + one batch
@@ -320,6 +323,7 @@ def _assemble(sink: Sink, parts: list[str], schema: pa.Schema, out) -> None:
                 # (mapped: the batches are read in place, not copied; the mapping lives as
                 # long as a batch held over to the next row group refers to it)
                 with pa.memory_map(p) as src:
+                    os.unlink(p)  # (the mapping keeps its pages while batches use them)
                     staged = pa.ipc.open_file(src)
                     for i in range(staged.num_record_batches):
                         held.append(staged.get_batch(i))
@@ -338,6 +342,7 @@ def _assemble(sink: Sink, parts: list[str], schema: pa.Schema, out) -> None:
     for p in parts:
         with open(p, "rb", buffering=0) as fh:
             _copy(fh, out)
+        os.unlink(p)
 
 
 def _copy(src, out) -> None:
