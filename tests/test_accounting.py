@@ -12,6 +12,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
+
 SUMMARY = re.compile(r"read (\d+), released (\d+), discarded (\d+)")
 BAD_LINES = ["oops", "1,a,2009-03-01T12:00:00Z,extra", "2,b,not-a-time", "3,a,"]
 
@@ -25,7 +27,9 @@ rows = st.lists(
     max_size=25,
 )
 SETTINGS = settings(
-    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(3),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

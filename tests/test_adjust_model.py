@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from evtime.units import UNITS
+from tests.examples import examples
 from tests.model.adjust import adjust as model_adjust
 from tests.model.adjust import iso
 
@@ -35,7 +36,9 @@ def _write(path, rows, scale: int) -> None:
 
 
 SETTINGS = settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(8),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.examples import examples
+
 try:
     from tests.model.adjust import iso
     from tests.model.bound import Event, bound
@@ -139,7 +141,7 @@ def _model(keyed, events, cfg):
 
 
 @settings(
-    max_examples=10,
+    max_examples=examples(10),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     database=None,

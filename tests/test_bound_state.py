@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import statekit
+from tests.examples import examples
 
 BOUND = ["bound", "--time-format", "epoch_ns"]
 # exact aggregates: the values (row numbers) of every window, their count, sum and extremes
@@ -105,7 +106,9 @@ def _check_same(run_cli, tmp: Path, rows, cuts, opts) -> None:
 
 
 SETTINGS = settings(
-    max_examples=3, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(3),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 

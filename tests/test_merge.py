@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import SAMPLES
+from tests.examples import examples
 
 try:
     from tests.model.adjust import iso
@@ -92,7 +93,9 @@ def reasons(text: str | None) -> set[str]:
 
 
 @settings(
-    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(10),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(cases())
 @example(  # sources one after the other with join/leave: one chunk per file, carried vector

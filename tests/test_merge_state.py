@@ -5,7 +5,6 @@ committed together (crash points); refused states and option combinations."""
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from hypothesis import strategies as st
 
 from tests import statekit
 from tests.conftest import SAMPLES
+from tests.examples import examples
 
 MERGE = ["merge", "--time-format", "epoch_ns", "--bound-marker", "kind=bound"]
 HEADER = "time,kind,n,wall\n"
@@ -127,7 +127,7 @@ arrivals = st.lists(
 
 
 @settings(
-    max_examples=int(os.environ.get("EVTIME_STATE_EXAMPLES", "6")),
+    max_examples=examples(6),
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
     phases=[Phase.explicit, Phase.reuse, Phase.generate],  # a shrink takes too long here

@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import statekit
+from tests.examples import examples
 
 ADJUST = ["adjust", "--unit", "nsec", "--time-format", "epoch_ns"]
 
@@ -56,7 +57,9 @@ streams = st.lists(
 
 
 @settings(
-    max_examples=4, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(4),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 @given(
     rows=streams,

@@ -11,13 +11,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import SAMPLES
+from tests.examples import examples
 from tests.model.adjust import adjust as model_adjust
 
 BASE = 1_235_909_722_000_000_000
 MS = 1_000_000
 
 SETTINGS = settings(
-    max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+    max_examples=examples(8),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 
 
