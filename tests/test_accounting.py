@@ -9,10 +9,10 @@ import re
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.examples import examples
+from tests.examples import spark_settings
 
 SUMMARY = re.compile(r"read (\d+), released (\d+), discarded (\d+)")
 BAD_LINES = ["oops", "1,a,2009-03-01T12:00:00Z,extra", "2,b,not-a-time", "3,a,"]
@@ -26,11 +26,7 @@ rows = st.lists(
     min_size=1,
     max_size=25,
 )
-SETTINGS = settings(
-    max_examples=examples(3),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+SETTINGS = spark_settings(3)
 
 
 def _csv(path: Path, drawn, with_bad: bool) -> int:

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from evtime.units import UNITS
-from tests.examples import examples
+from tests.examples import spark_settings
 from tests.model.adjust import adjust as model_adjust
 from tests.model.adjust import iso
 
@@ -35,11 +35,7 @@ def _write(path, rows, scale: int) -> None:
     )
 
 
-SETTINGS = settings(
-    max_examples=examples(8),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+SETTINGS = spark_settings(8)
 
 
 @SETTINGS

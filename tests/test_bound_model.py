@@ -13,10 +13,10 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.examples import examples
+from tests.examples import spark_settings
 
 try:
     from tests.model.adjust import iso
@@ -140,12 +140,7 @@ def _model(keyed, events, cfg):
     return bound(evs, **cfg)
 
 
-@settings(
-    max_examples=examples(10),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-    database=None,
-)
+@spark_settings(10, database=None)
 @given(scenarios())
 def test_engine_matches_model(spark, case):
     # about half the examples explain every row; the others run the one pass of bound

@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import statekit
-from tests.examples import examples
+from tests.examples import spark_settings
 
 BOUND = ["bound", "--time-format", "epoch_ns"]
 # exact aggregates: the values (row numbers) of every window, their count, sum and extremes
@@ -105,11 +105,7 @@ def _check_same(run_cli, tmp: Path, rows, cuts, opts) -> None:
     assert got_dis == want_dis  # same discards, arrival numbers, reasons and bounds
 
 
-SETTINGS = settings(
-    max_examples=examples(3),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+SETTINGS = spark_settings(3)
 
 
 @SETTINGS

@@ -11,11 +11,11 @@ import json
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from tests.conftest import SAMPLES
-from tests.examples import examples
+from tests.examples import spark_settings
 
 try:
     from tests.model.adjust import iso
@@ -92,11 +92,7 @@ def reasons(text: str | None) -> set[str]:
     return {w for w in ("own bound", "stream bound", "wait") if w in (text or "")}
 
 
-@settings(
-    max_examples=examples(10),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@spark_settings(10)
 @given(cases())
 @example(  # sources one after the other with join/leave: one chunk per file, carried vector
     (

@@ -9,12 +9,12 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import Phase, given
 from hypothesis import strategies as st
 
 from tests import statekit
 from tests.conftest import SAMPLES
-from tests.examples import examples
+from tests.examples import spark_settings
 
 MERGE = ["merge", "--time-format", "epoch_ns", "--bound-marker", "kind=bound"]
 HEADER = "time,kind,n,wall\n"
@@ -126,12 +126,8 @@ arrivals = st.lists(
 )
 
 
-@settings(
-    max_examples=examples(6),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # a shrink takes too long here
-)
+# (no shrink phase: a shrink takes too long here)
+@spark_settings(6, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(
     rows=arrivals,
     cuts=st.lists(st.integers(1, 30), min_size=1, max_size=2),

@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests import statekit
-from tests.examples import examples
+from tests.examples import spark_settings
 
 ADJUST = ["adjust", "--unit", "nsec", "--time-format", "epoch_ns"]
 
@@ -56,11 +56,7 @@ streams = st.lists(
 )
 
 
-@settings(
-    max_examples=examples(4),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+@spark_settings(4)
 @given(
     rows=streams,
     cuts=st.lists(st.integers(0, 30), min_size=1, max_size=2),

@@ -7,21 +7,17 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.conftest import SAMPLES
-from tests.examples import examples
+from tests.examples import spark_settings
 from tests.model.adjust import adjust as model_adjust
 
 BASE = 1_235_909_722_000_000_000
 MS = 1_000_000
 
-SETTINGS = settings(
-    max_examples=examples(8),
-    deadline=None,
-    suppress_health_check=[HealthCheck.function_scoped_fixture],
-)
+SETTINGS = spark_settings(8)
 
 
 def _seconds(ns: int | None) -> str:
