@@ -29,6 +29,7 @@ SESSION_CONF = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.legacy.parquet.nanosAsLong": "true",
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
 }

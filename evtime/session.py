@@ -32,6 +32,13 @@ DEFAULT_CONF = {
     # contexts): four JVM round trips and a stack walk per call, and an IPython import.
     # Those call sites are evtime's own code, which its one-line errors do not show.
     "spark.python.sql.dataFrameDebugging.enabled": "false",
+    # Rows go to the Python writer in Arrow batches of at most maxRecordsPerBatch (10,000)
+    # rows.  Below Int.MaxValue, Spark also measures the whole batch after every row to
+    # cap its bytes: a third of the JVM's time in explain's last stage (jstack samples),
+    # ~2 s of adjust and ~5 s of explain at 10M rows (bench/RESULTS.md, session 16).
+    # Int.MaxValue turns that check off; a batch then holds 10,000 rows, whatever their
+    # width (--conf spark.sql.execution.arrow.maxBytesPerBatch=N brings the cap back).
+    "spark.sql.execution.arrow.maxBytesPerBatch": str((1 << 31) - 1),
 }
 # Small inputs (at most SMALL_INPUT bytes of local files; EVTIME_FAST_START=0 turns this
 # off) start the local driver JVM with only the quick JIT tier and the serial GC: it starts
