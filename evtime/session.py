@@ -38,7 +38,7 @@ DEFAULT_CONF = {
     # ~2 s of adjust and ~5 s of explain at 10M rows (bench/RESULTS.md, session 16).
     # Int.MaxValue turns that check off; a batch then holds 10,000 rows, whatever their
     # width (--conf spark.sql.execution.arrow.maxBytesPerBatch=N brings the cap back).
-    "spark.sql.execution.arrow.maxBytesPerBatch": str((1 << 31) - 1),
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",  # Int.MaxValue
 }
 # Small inputs (at most SMALL_INPUT bytes of local files; EVTIME_FAST_START=0 turns this
 # off) start the local driver JVM with only the quick JIT tier and the serial GC: it starts

@@ -5,12 +5,12 @@ many chunks (the carry between chunks)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, given
 from hypothesis import strategies as st
 
 from evtime.engine.scan import prefix_count_max
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, SEQ
-from tests.examples import examples
+from tests.examples import spark_settings
 
 rows_st = st.lists(
     st.tuples(st.sampled_from(["a", "b", None]), st.one_of(st.none(), st.integers(-50, 50))),
@@ -57,7 +57,7 @@ def _scan(df, inclusive: bool, one_chunk: bool):
     )
 
 
-@settings(max_examples=examples(10), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@spark_settings(10, suppress_health_check=[HealthCheck.too_slow])
 @given(rows=rows_st, inclusive=st.booleans(), per_chunk=st.sampled_from([None, 1, 2, 5]))
 def test_prefix_count_max_equals_a_running_count_and_max(spark, rows, inclusive, per_chunk):
     df = _frame(spark, rows, per_chunk)
