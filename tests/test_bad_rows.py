@@ -81,6 +81,23 @@ def test_bad_line_discarded_with_reason(run_cli, workdir, case):
     assert late["arrival"] == "" and late["bound"] == ""
 
 
+def test_bad_rows_counted_when_the_keep_flag_is_found_as_parts_are_written(
+    run_cli, workdir, monkeypatch
+):
+    """Without --discards, read and written in Spark tasks (as big inputs are), adjust finds
+    its keep flag as each part is written: the bad rows, written after the parts, are
+    discards all the same."""
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")
+    rows = [(1, 0), (2, 5), ("3", "yesterday"), (4, 2), (5, 4)]  # 4 is late: 2 < 5 - 1 s
+    _write(workdir, "x.csv", HEAD + "".join(f"{i},{T.format(t)}\n" for i, t in rows))
+    r = run_cli(
+        "adjust", "--unit", "sec", "--range", "1", "--bad-rows", "discard", "x.csv", "-o", "o.csv"
+    )
+    assert r.exit_code == 0, r.stderr
+    assert "read 5, released 3, discarded 2" in r.stderr
+    assert [x["id"] for x in _rows(workdir / "o.csv")] == ["1", "5", "2"]
+
+
 def test_non_utf8_byte(run_cli, workdir):
     _write(
         workdir,

@@ -149,15 +149,19 @@ def test_parts_are_appended_whole_to_files_and_pipes(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
-def test_parts_that_arrive_descending_are_written_in_order(tmp_path, fmt):
-    """adjust without keys leaves its parts in the reverse of the output order (no second
-    sort): the writer turns the parts below ``descending_below`` round, across batches and
-    routes, and leaves the parts after it (the bad rows) as they come."""
+@pytest.mark.parametrize("held_max", [64 << 20, 100])
+def test_a_part_step_gets_each_whole_part(tmp_path, monkeypatch, fmt, held_max):
+    """adjust without keys finds its keep flag as each part is written: the writer hands
+    every whole part below ``step_below`` to the step (held in memory, or staged when big:
+    ``held_max`` bytes), across batches, writes what it yields with the route it gives, and
+    leaves the parts after it (the bad rows) as they come."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+    from evtime.io import writer
     from evtime.io.reader import PART, Layout
     from evtime.io.writer import ROUTE, Sink, _write_parts, stage
 
+    monkeypatch.setattr(writer, "HELD_MAX", held_max)
     n = 50  # rows 0..49 in output order: parts of 10, and bad rows in part 1024
     part = [i // 10 for i in range(n)] + [1024, 1024]
     rows = list(range(n)) + [100, 98]  # (bad rows: one per route, not in order)
@@ -167,23 +171,34 @@ def test_parts_that_arrive_descending_are_written_in_order(tmp_path, fmt):
         {
             PART: pa.array([part[i] for i in order], pa.int64()),
             "v": pa.array([rows[i] for i in order], pa.int64()),
-            ROUTE: pa.array(["out" if rows[i] % 7 else "discard" for i in order]),
+            ROUTE: pa.array([None if part[i] < 1024 else ["discard", "out"][i % 2] for i in order]),
         }
     )
+    wholes = []
+
+    def step(whole: pa.Table):  # the part turned round, routed by v % 7
+        wholes.append(whole.column("v").to_pylist())
+        v = whole.column("v").to_pylist()[::-1]
+        route = ["out" if x % 7 else "discard" for x in v]
+        yield pa.RecordBatch.from_pydict(
+            {PART: whole.column(PART).to_pylist(), "v": v, ROUTE: route}
+        )
+
     lay = Layout(pa.schema([("v", pa.int64())]), "v")
     sinks = [Sink("o", ("out",), None, fmt, ["v"]), Sink("d", ("discard",), None, fmt, ["v"])]
     staging = tmp_path / "staging"
     staging.mkdir()
     batches = table.to_batches(max_chunksize=4)  # runs of a part across several batches
-    seen = _write_parts(iter(batches), sinks, lay, str(staging), descending_below=1024)
+    seen = _write_parts(iter(batches), sinks, lay, str(staging), step, 1024)
+    assert wholes == [list(range(p * 10 + 9, p * 10 - 1, -1)) for p in range(5)]
     assert seen["out"] + seen["discard"] == n + 2
     assert sorted(os.listdir(staging)) == sorted(
         f"part-{s}-{p:06d}" for s in "od" for p in [0, 1, 2, 3, 4, 1024]
-    )  # (no turned-round file left behind)
+    )  # (no held part left behind)
     schema = StructType([StructField("v", LongType()), StructField(ROUTE, StringType())])
     for sink, want in [
-        (sinks[0], [r for r in rows if r % 7]),
-        (sinks[1], [r for r in rows if not r % 7]),
+        (sinks[0], [r for r in range(n) if r % 7] + [98]),
+        (sinks[1], [r for r in range(n) if not r % 7] + [100]),
     ]:
         out = tmp_path / f"{sink.name}.{fmt}"
         stage(sink, str(staging), lay, schema, str(out))

@@ -1,16 +1,18 @@
 """The shared prefix scan (evtime.engine.scan.prefix_count_max) against a plain running
 count and max, over one chunk (the shortcut for small inputs read in the driver) and over
-many chunks (the carry between chunks)."""
+many chunks (the carry between chunks); the keep rule found in value-ordered parts
+(kept_in_parts, KeptInPart) against the same rule over arrival order."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from hypothesis import HealthCheck, given
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from evtime.engine.scan import prefix_count_max
-from evtime.io.reader import CHUNK, CHUNK_SHIFT, SEQ
-from tests.examples import spark_settings
+from evtime.engine.scan import KeptInPart, apply_in_parts, kept_in_parts, prefix_count_max
+from evtime.io.reader import CHUNK, CHUNK_SHIFT, PART, SEQ
+from tests.examples import examples, spark_settings
 
 rows_st = st.lists(
     st.tuples(st.sampled_from(["a", "b", None]), st.one_of(st.none(), st.integers(-50, 50))),
@@ -76,3 +78,51 @@ def test_one_chunk_leaves_out_the_per_chunk_pass(spark):
     assert "HashAggregate" in plan_many and "HashAggregate" not in plan_one
     assert "Window" in plan_one
     assert sorted(map(tuple, one.collect())) == sorted(map(tuple, many.collect()))
+
+
+def _kept_by_arrival(values, width: int) -> list[bool]:
+    """The keep rule over arrival order: no earlier arrival above the row's value + width."""
+    out, top = [], None
+    for v in values:
+        out.append(top is None or v >= top - width)
+        top = v if top is None else max(top, v)
+    return out
+
+
+values_st = st.lists(st.integers(-30, 30), min_size=1, max_size=60)
+
+
+@settings(max_examples=examples(200))
+@given(values=values_st, width=st.integers(0, 20))
+def test_kept_in_one_part_is_the_rule_over_arrival_order(values, width):
+    """One part without probes: the sorted search and suffix minimum give the rule."""
+    order = sorted(range(len(values)), key=lambda i: (values[i], i))
+    lead = np.array([values[i] for i in order], np.int64)
+    step = KeptInPart("v", "a", width, "keep")
+    kept = step.kept(lead, np.array(order, np.int64))
+    want = _kept_by_arrival(values, width)
+    assert [bool(k) for k in kept] == [want[i] for i in order]
+
+
+@spark_settings(10, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    values=st.lists(st.integers(0, 12), min_size=1, max_size=60),
+    width=st.integers(0, 4),
+    spread=st.sampled_from([1, 1000, 10**9]),
+)
+@example(values=[5, 2], width=2, spread=1)  # 5 passes 2 from the part of 2 + 2 (halo)
+@example(values=[9, 2], width=2, spread=1)  # 9 passes every row of 2's part (carry)
+def test_kept_in_parts_is_the_rule_over_arrival_order(spark, values, width, spread):
+    """Many parts: each part's rows with the halo and carry probes the engine adds, the
+    step run on each whole part (apply_in_parts); values spread so that parts are narrow
+    (or one part: a far value puts the rest in part 0)."""
+    vals = [v * spread if i % 7 == 3 else v for i, v in enumerate(values)]
+    data = [(i, v, i) for i, v in enumerate(vals)]
+    df = spark.createDataFrame(data, f"i long, v long, {SEQ} long").repartition(3)
+    rows, step = kept_in_parts(df, "v", width, SEQ, "keep")
+    assert step is not None
+    got = apply_in_parts(rows, step).collect()
+    want = _kept_by_arrival(vals, width)
+    order = sorted(range(len(vals)), key=lambda i: (vals[i], i))
+    assert [r["i"] for r in sorted(got, key=lambda r: (r[PART], r["v"], r["i"]))] == order
+    assert {r["i"]: r["keep"] == "kept" for r in got} == dict(enumerate(want))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import click
@@ -83,23 +84,27 @@ def adjust(**kw) -> None:
     in_order = not (kw["discards"] or kw["emit_bounds"] or run.in_driver())
     # the time range, when known (read here, or in the Parquet footers): no job to find it
     limits = truncated_range(inp.time_range, spec.unit_ns)
-    classified, descending = (
+    classified, step = (
         engine.classify_in_order(df, spec, limits)
         if in_order
-        else (engine.classify(df, spec, one_chunk=inp.one_chunk), False)
+        else (engine.classify(df, spec, one_chunk=inp.one_chunk), None)
     )
     df, sinks = _sinks(classified, spec, own, kw)
     out = sinks[0]
     from pyspark.sql import functions as F
 
-    df = df.withColumn(ROUTE, F.when(F.col(engine.KEEP), "out").otherwise("discard"))
+    if step is None:
+        df = df.withColumn(ROUTE, F.when(F.col(engine.KEEP), "out").otherwise("discard"))
+    else:  # the keep flag is found as each part is written: the route with it
+        df = df.withColumn(ROUTE, F.lit(None).cast("string"))
+        step = dataclasses.replace(step, out=ROUTE, labels=("out", "discard"))
     if kw["emit_bounds"]:
         df, out.columns = _with_bounds(df, spec, lay, kw, inp, out.columns)
         out.routes = ("out", "emit")
     elif not in_order:
         df = engine.order(df, limits)
     df = run.with_rejected(df, inp)
-    counts = run.write_and_publish(df, sinks, lay, descending)
+    counts = run.write_and_publish(df, sinks, lay, step)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"])
 
 

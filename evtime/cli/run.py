@@ -306,19 +306,18 @@ def discards_sink(
     )
 
 
-def write_and_publish(df, sinks, lay, descending: bool = False) -> dict[str, int]:
-    """``descending``: the rows of ``df``'s sorted parts (not the bad rows after them) are
-    in the reverse of the output order (see evtime.io.writer.write)."""
-    return publish_jobs([(df, sinks, lay)], descending=descending)
+def write_and_publish(df, sinks, lay, step=None) -> dict[str, int]:
+    """``step``: run on each of ``df``'s sorted parts (not the bad rows after them) before
+    it is written (a :data:`evtime.io.writer.PartStep` with its ``columns``, such as
+    :class:`evtime.engine.scan.KeptInPart`)."""
+    return publish_jobs([(df, sinks, lay)], step=step)
 
 
-def publish_jobs(
-    jobs, in_driver: Sequence[bool] | None = None, descending: bool = False
-) -> dict[str, int]:
+def publish_jobs(jobs, in_driver: Sequence[bool] | None = None, step=None) -> dict[str, int]:
     """Write every ``(frame, sinks, layout)`` (one Spark job each), then publish them all:
     no sink is published unless every one was written.  Rows seen per route, summed.
     ``in_driver``: per job, whether its rows come to this process to be written (default:
-    as the run reads, :func:`in_driver`; see also :func:`few_rows`); ``descending``: see
+    as the run reads, :func:`in_driver`; see also :func:`few_rows`); ``step``: see
     :func:`write_and_publish`."""
     from evtime.io import writer
 
@@ -327,7 +326,7 @@ def publish_jobs(
             writer.check_sink(s)
     staging = writer.staging_dir()
     try:
-        counts = _write_jobs(jobs, staging, in_driver, descending)
+        counts = _write_jobs(jobs, staging, in_driver, step)
         for frame, sinks, lay in jobs:
             for s in sinks:
                 writer.publish(s, staging, lay, frame.schema)
@@ -337,18 +336,20 @@ def publish_jobs(
 
 
 def _write_jobs(
-    jobs, staging: str, in_driver: Sequence[bool] | None = None, descending: bool = False
+    jobs, staging: str, in_driver: Sequence[bool] | None = None, step=None
 ) -> dict[str, int]:
     """Write every ``(frame, sinks, layout)`` under ``staging``: rows seen per route, summed.
-    ``in_driver``, ``descending``: see :func:`publish_jobs`."""
+    ``in_driver``, ``step``: see :func:`publish_jobs`."""
     from evtime.engine.scan import AFTER_PARTS
     from evtime.io import writer
 
     counts: dict[str, int] = {}
     in_driver = in_driver or [_in_driver] * len(jobs)
-    below = AFTER_PARTS if descending else 0  # (the bad rows' parts come after AFTER_PARTS)
+    # (the bad rows' parts come after AFTER_PARTS)
+    columns = tuple(step.columns) if step is not None else ()
     for (frame, sinks, lay), here in zip(jobs, in_driver, strict=True):
-        for route, n in writer.write(frame, sinks, lay, staging, here, below).items():
+        seen = writer.write(frame, sinks, lay, staging, here, step, AFTER_PARTS, columns)
+        for route, n in seen.items():
             counts[route] = counts.get(route, 0) + n
     return counts
 

@@ -17,6 +17,7 @@ from pyspark.sql import functions as F
 
 from evtime.engine import present
 from evtime.engine.scan import (
+    KeptInPart,
     arrival_numbers,
     first_above,
     first_above_in_parts,
@@ -89,21 +90,22 @@ def classify(
 
 def classify_in_order(
     df: DataFrame, spec: AdjustSpec, limits: tuple[int, int] | None = None
-) -> tuple[DataFrame, bool]:
+) -> tuple[DataFrame, KeptInPart | None]:
     """:func:`classify` and :func:`order` in one pass, for runs that need only the keep flag
     (no reference time): a row is discarded exactly when an earlier arrival of its key has
     evtime > evtime + range*unit (its reference time then exceeds the bound), found in the
     output's own parts (:func:`~evtime.engine.scan.kept_in_parts`).  ``limits``: bounds of
     the evtimes, when known (:func:`~evtime.units.truncated_range`; no aggregate job).
-    Returns the rows and whether each part is in the reverse of the output order."""
+    Returns the rows in output order and, when the keep flag is left to each whole part
+    (no keys), the step that adds it (:class:`~evtime.engine.scan.KeptInPart`)."""
     timed = df.withColumn(EVT, _evtime(spec))
     lims = limits or value_limits(timed, EVT)
     if lims[0] is None:  # no rows
-        return order(timed.withColumn(KEEP, F.lit(True))), False
+        return order(timed.withColumn(KEEP, F.lit(True))), None
     try:
         return kept_in_parts(timed, EVT, spec.width, SEQ, KEEP, spec.keys, lims)
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
-        return order(classify(df, spec)), False
+        return order(classify(df, spec)), None
 
 
 def kept(width: Column) -> Column:

@@ -7,6 +7,9 @@
   arrival whose value passes it (release points, closing points).
 * :func:`arrival_numbers` / :func:`positions` - dense 1-based numbers in arrival order and
   in output order, from per-chunk / per-bucket counts.
+* :func:`kept_in_parts` - the keep rule of a bound found in the output's own parts; without
+  keys its last step (:class:`KeptInPart`) runs in Arrow on each whole part, where the
+  part is written (the only per-row Python here: numpy over whole arrays).
 
 Rows carry ``_evt_seq`` (increasing in arrival order, unique) and ``_evt_chunk``
 (``_evt_seq >> 20``: runs of consecutive arrivals, dense inside a run).  Windows below are
@@ -16,8 +19,12 @@ per-chunk / per-bucket aggregates.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 
@@ -257,34 +264,24 @@ def sort_in_parts(
     return df.repartition(PART).sortWithinPartitions(PART, lead, *then)
 
 
-def first_above_in_parts(
+PROBE = "_fa_probe"  # rows that only take part in the in-parts search (halo, carry)
+
+
+def _with_probes(
     df: DataFrame,
     lead: str,
     width: int,
     arrival: str,
-    out: str,
-    by: Sequence[str] = (),
-    limits: tuple[int, int] | None = None,
-    then: Sequence[str] = (),
+    by: Sequence[str],
+    lo: int,
+    hi: int,
 ) -> DataFrame:
-    """The rows cut into parts as by :func:`sort_in_parts` (``PART``; each part whole in one
-    Spark partition, sorted by ``by``, then by descending ``(lead, *then)``: sort them again
-    for the output, or turn them round when there are no keys), each
-    with ``out``: the least ``arrival`` among the rows of its ``by`` whose ``lead`` is above
-    the row's own ``lead + width`` (null: there is none).  For a row that no earlier
-    arrival passes, that is the first later arrival whose value passes it: the search of
-    :func:`first_above`, done in the parts the output is cut into anyway.
-
-    Every part is a range of ``lead`` values, so the rows that pass a row of part ``p``
-    are (a) rows of ``p`` above it, found by a window over the part in descending value
-    order (a frame that only grows: linear), (b) rows of later parts whose ``lead - width``
-    still falls in ``p`` (the *halo*, copied into ``p`` as probes: the rows within
-    ``width`` of a part's lower edge), and (c) rows whose ``lead - width`` lies beyond
-    ``p``, which pass every row of ``p``: their least arrival per part is a small table
-    (a suffix minimum over the parts).  ``width`` is an int >= 0 in the units of ``lead``."""
-    lo, hi = limits or value_limits(df, lead)
-    if lo is None:
-        return df.withColumns({PART: F.lit(0).cast("long"), out: F.lit(None).cast("long")})
+    """The rows of :func:`first_above_in_parts` with ``PART`` and :data:`PROBE`, plus the
+    probe rows (``by``, ``lead``, ``arrival``, ``PART``; the rest null) that put into each
+    part every arrival that can pass one of its rows: the *halo* (rows of later parts
+    within ``width`` of the part's lower edge, copied into it) and the *carry* (per part,
+    the least arrival of the rows beyond the part + ``width``, with ``lead`` above every
+    row's ``lead + width``).  Raises OverflowError when that value leaves the int64 range."""
     beyond = hi + width + 1  # above every row's lead + width: the carry rows' value
     if beyond + width + 1 >= 1 << 63:
         raise OverflowError(f"{lead} + {width} leaves the int64 range")
@@ -309,29 +306,107 @@ def first_above_in_parts(
     # aggregate with itself, and Spark computes it, a scan of the input, twice)
     every = None if by else df.sparkSession.range(1 << BUCKET_BITS).withColumnRenamed("id", PART)
     carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=every)
-    probe = "_fa_probe"  # rows that only take part in the search
     carry = carry.where(F.col(arrival).isNotNull()).select(
-        *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(probe)
+        *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(PROBE)
     )
-    rows = df.withColumns({PART: _part(bucket, lead), probe: F.lit(False)})
+    rows = df.withColumns({PART: _part(bucket, lead), PROBE: F.lit(False)})
     halo = reaching.where(bucket(back) < bucket(F.col(lead))).select(
-        *by, lead, arrival, bucket(back).alias(PART), F.lit(True).alias(probe)
+        *by, lead, arrival, bucket(back).alias(PART), F.lit(True).alias(PROBE)
     )
+    return rows.unionByName(halo, allowMissingColumns=True).unionByName(
+        carry, allowMissingColumns=True
+    )
+
+
+def first_above_in_parts(
+    df: DataFrame,
+    lead: str,
+    width: int,
+    arrival: str,
+    out: str,
+    by: Sequence[str] = (),
+    limits: tuple[int, int] | None = None,
+    then: Sequence[str] = (),
+) -> DataFrame:
+    """The rows cut into parts as by :func:`sort_in_parts` (``PART``; each part whole in one
+    Spark partition, sorted by ``by``, then by descending ``(lead, *then)``: sort them again
+    for the output), each
+    with ``out``: the least ``arrival`` among the rows of its ``by`` whose ``lead`` is above
+    the row's own ``lead + width`` (null: there is none).  For a row that no earlier
+    arrival passes, that is the first later arrival whose value passes it: the search of
+    :func:`first_above`, done in the parts the output is cut into anyway.
+
+    Every part is a range of ``lead`` values, so the rows that pass a row of part ``p``
+    are (a) rows of ``p`` above it, found by a window over the part in descending value
+    order (a frame that only grows: linear), (b) rows of later parts whose ``lead - width``
+    still falls in ``p`` (the *halo*, copied into ``p`` as probes: the rows within
+    ``width`` of a part's lower edge), and (c) rows whose ``lead - width`` lies beyond
+    ``p``, which pass every row of ``p``: their least arrival per part is a small table
+    (a suffix minimum over the parts).  ``width`` is an int >= 0 in the units of ``lead``."""
+    lo, hi = limits or value_limits(df, lead)
+    if lo is None:
+        return df.withColumns({PART: F.lit(0).cast("long"), out: F.lit(None).cast("long")})
     inside = (
         Window.partitionBy(PART, *by)
         .orderBy(F.col(lead).desc())
         .rangeBetween(UNBOUNDED, -(width + 1))
     )
-    found = (
-        rows.unionByName(halo, allowMissingColumns=True)
-        .unionByName(carry, allowMissingColumns=True)
+    return (
+        _with_probes(df, lead, width, arrival, by, lo, hi)
         .repartition(PART)
         .sortWithinPartitions(PART, *by, F.col(lead).desc(), *[F.col(c).desc() for c in then])
         .withColumn(out, F.min(arrival).over(inside))
-        .where(~F.col(probe))
-        .drop(probe)
+        .where(~F.col(PROBE))
+        .drop(PROBE)
     )
-    return found
+
+
+@dataclass(frozen=True)
+class KeptInPart:
+    """The keep rule of :func:`kept_in_parts` for one whole part, in Arrow: the part's rows
+    (with their probes) sorted by ``(lead, arrival)``; a row is kept when the least arrival
+    among the rows whose ``lead`` is above its own ``lead + width`` (a suffix of the part:
+    a search in a sorted array, then a suffix minimum) is later than its own arrival, or
+    there is none.  Called with a part, it yields its batches without the probe rows, with
+    ``out``: ``labels[0]`` for a kept row, ``labels[1]`` for the others."""
+
+    lead: str
+    arrival: str
+    width: int
+    out: str
+    labels: tuple[str, str] = ("kept", "discarded")
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it reads (beside the ones it passes on)."""
+        return (self.lead, self.arrival, PROBE)
+
+    def kept(self, lead: np.ndarray, arrival: np.ndarray) -> np.ndarray:
+        """Per row of a part sorted by ``(lead, arrival)``: is it kept?  (``lead + width
+        + 1`` stays in int64: :func:`_with_probes` checked it for every row and probe.)"""
+        n = len(lead)
+        if n == 0:
+            return np.zeros(0, bool)
+        least_after = np.minimum.accumulate(arrival[::-1])[::-1]  # from each row on
+        above = np.searchsorted(lead, lead + (self.width + 1), side="left")
+        inside = above < n
+        passing = least_after[np.where(inside, above, 0)]  # (read only where inside)
+        return ~inside | (passing > arrival)
+
+    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
+        lead, arrival = (part.column(c).to_numpy() for c in (self.lead, self.arrival))
+        labels = pa.array(self.labels, pa.string())
+        kept = self.kept(lead, arrival).astype(np.int8)
+        start = 0
+        for b in part.to_batches():
+            n = b.num_rows
+            rows = ~b.column(PROBE).to_numpy(zero_copy_only=False)
+            route = pc.take(labels, pa.array(1 - kept[start : start + n][rows]))
+            start += n
+            b = b.filter(pa.array(rows)).drop_columns([PROBE])
+            if self.out in b.schema.names:
+                b = b.drop_columns([self.out])
+            yield b.append_column(self.out, route)
 
 
 def kept_in_parts(
@@ -342,24 +417,59 @@ def kept_in_parts(
     out: str,
     by: Sequence[str] = (),
     limits: tuple[int, int] | None = None,
-) -> tuple[DataFrame, bool]:
-    """The rows in numbered parts (as :func:`sort_in_parts` by ``(lead, arrival)``) with
-    ``out``: no earlier ``arrival`` of the row's ``by`` has ``lead`` above the row's own
-    ``lead + width``; that is, the least arrival above it (:func:`first_above_in_parts`)
-    is later than the row, or there is none.  The keep rule of a bound ``width`` behind the
-    running maximum of ``lead``, found in the parts the output is cut into (one shuffle of
-    the rows) instead of by a prefix scan.
+) -> tuple[DataFrame, KeptInPart | None]:
+    """The rows in numbered parts, in the order ``(lead, arrival)`` (as
+    :func:`sort_in_parts`), with the keep rule of a bound ``width`` behind the running
+    maximum of ``lead``: no earlier ``arrival`` of the row's ``by`` has ``lead`` above the
+    row's own ``lead + width``; that is, the least arrival above it is later than the row,
+    or there is none.  Found in the parts the output is cut into (one shuffle of the rows)
+    instead of by a prefix scan.
 
-    Returns the rows and whether every part is in the reverse of the order ``(lead,
-    arrival)``: without keys the search's own descending order, which the writer turns
-    round (no second sort); with keys, the parts sorted again into that order."""
-    descending = not by
-    then = [arrival] if descending else []
-    found = first_above_in_parts(df, lead, width, arrival, "_kp", by, limits, then)
-    keep = F.col("_kp").isNull() | (F.col("_kp") > F.col(arrival))
-    found = found.withColumn(out, keep).drop("_kp")
-    # (parts stay whole in their partitions: only a sort inside each)
-    return (found, True) if descending else (found.sortWithinPartitions(PART, lead, arrival), False)
+    With keys, ``out`` is a boolean column (the search of :func:`first_above_in_parts`, a
+    window over each part and key, then the parts sorted again).  Without keys, the parts
+    also hold the probe rows (:data:`PROBE`) and the rule is applied by the returned
+    :class:`KeptInPart` to each whole part, where the rows are written (``out`` is left to
+    it: a window in Spark cost more than the search in Arrow); run it over a DataFrame
+    with :func:`apply_in_parts`."""
+    if by:
+        found = first_above_in_parts(df, lead, width, arrival, "_kp", by, limits)
+        keep = F.col("_kp").isNull() | (F.col("_kp") > F.col(arrival))
+        found = found.withColumn(out, keep).drop("_kp")
+        # (parts stay whole in their partitions: only a sort inside each)
+        return found.sortWithinPartitions(PART, lead, arrival), None
+    lo, hi = limits or value_limits(df, lead)
+    if lo is None:
+        rows = df.withColumns({PART: F.lit(0).cast("long"), PROBE: F.lit(False)})
+    else:
+        rows = _with_probes(df, lead, width, arrival, by, lo, hi).repartition(PART)
+    return rows.sortWithinPartitions(PART, lead, arrival), KeptInPart(lead, arrival, width, out)
+
+
+def apply_in_parts(df: DataFrame, step: KeptInPart) -> DataFrame:
+    """``step`` run over each whole part of ``df`` (rows sorted by ``PART``, each part in
+    one Spark partition): ``df``'s rows without the probes, with ``step.out``.  The writer
+    runs the step itself, in the tasks that write the parts (no second trip of the rows to
+    Python); this is for every other reader of the rows."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from evtime.io.writer import parts_of
+
+    fields = [f for f in df.schema.fields if f.name not in (PROBE, step.out)]
+    schema = StructType([*fields, StructField(step.out, StringType())])
+    names = schema.fieldNames()
+
+    def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        part, held = None, []
+        for pid, run in parts_of(batches):
+            if pid != part and held:
+                yield from (b.select(names) for b in step(pa.Table.from_batches(held)))
+                held = []
+            part = pid
+            held.append(run)
+        if held:
+            yield from (b.select(names) for b in step(pa.Table.from_batches(held)))
+
+    return df.mapInArrow(each, schema)
 
 
 def positions_in_parts(

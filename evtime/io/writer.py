@@ -10,12 +10,13 @@ uploaded in one PUT) only when complete.  Standard output is assembled the same 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import fsspec
@@ -109,16 +110,10 @@ class _PartWriter:
     in the driver: Parquet is encoded once, when the parts are assembled), the text formats
     as the text they will be."""
 
-    def __init__(self, path: str, sink: Sink, descending: bool = False):
+    def __init__(self, path: str, sink: Sink):
         self.path, self.sink, self.out = path, sink, None
-        # rows arriving in the reverse of their order: staged as they come, turned round
-        # when the part is complete (a batch at a time: memory stays bounded)
-        self.turned = _PartWriter(path + ".desc", _AS_ARROW) if descending else None
 
     def write(self, table: pa.Table) -> None:
-        if self.turned is not None:
-            self.turned.write(table)
-            return
         fmt = self.sink.fmt
         if self.out is None:
             if fmt == "parquet":
@@ -135,20 +130,48 @@ class _PartWriter:
             )
 
     def close(self) -> None:
-        if self.turned is not None:
-            turned, self.turned = self.turned, None
-            turned.close()
-            if turned.out is not None:
-                with pa.memory_map(turned.path) as src:
-                    staged = pa.ipc.open_file(src)
-                    for i in reversed(range(staged.num_record_batches)):
-                        self.write(pa.Table.from_batches([staged.get_batch(i)[::-1]]))
-                os.unlink(turned.path)
         if self.out is not None:
             self.out.close()
 
 
-_AS_ARROW = Sink("arrow", (), None, "parquet", [])  # (staged as Arrow IPC, as Parquet is)
+class _HeldPart:
+    """The rows of one part kept until the part is complete (for a :data:`PartStep`): in
+    memory, or, past ``HELD_MAX`` bytes, staged as Arrow IPC and read back mapped (memory
+    stays bounded whatever the part's size)."""
+
+    def __init__(self, path: str):
+        self.path, self.batches, self.size, self.out = path, [], 0, None
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if self.out is None and self.size + batch.nbytes > HELD_MAX:
+            self.out = pa.ipc.new_file(self.path, batch.schema)
+            for b in self.batches:
+                self.out.write_batch(b)
+            self.batches = []
+        if self.out is not None:
+            self.out.write_batch(batch)
+        else:
+            self.batches.append(batch)
+        self.size += batch.nbytes
+
+    @contextlib.contextmanager
+    def table(self) -> Iterator[pa.Table]:
+        if self.out is None:
+            yield pa.Table.from_batches(self.batches)
+            return
+        self.out.close()
+        try:
+            with pa.memory_map(self.path) as src:
+                yield pa.ipc.open_file(src).read_all()  # (in place: no copy)
+        finally:
+            os.unlink(self.path)
+
+
+# A step run on every whole part (rows sorted by PART, parts below a number) before its
+# rows are routed and written: it yields the part's rows to write, with their ROUTE
+# (evtime.engine.scan.KeptInPart); ``columns`` are the ones it reads besides the sinks'.
+PartStep = Callable[[pa.Table], Iterator[pa.RecordBatch]]
+HELD_MAX = 64 << 20  # bytes of a part held in memory for a PartStep; beyond: staged
 
 
 def _write_parts(
@@ -156,41 +179,59 @@ def _write_parts(
     sinks: list[Sink],
     lay: Layout,
     staging: str,
-    descending_below: int = 0,
+    step: PartStep | None = None,
+    step_below: int = 0,
 ) -> dict[str, int]:
     """Write rows (sorted by ``PART``) to part files under ``staging``: rows seen per
-    route, and part files written per sink (``FILES`` + name).  The rows of the parts
-    numbered below ``descending_below`` arrive in the reverse of their order."""
+    route, and part files written per sink (``FILES`` + name).  The parts numbered below
+    ``step_below`` go through ``step`` first, each whole."""
     import pyarrow.compute as pc
 
     seen: dict[str, int] = {}
     writers: dict[str, _PartWriter] = {}
-    part = None  # the part being written (rows arrive sorted by part)
+
+    def put(pid: int, b: pa.RecordBatch) -> None:
+        route = b.column(ROUTE)
+        present = set()
+        for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
+            present.add(r.as_py())
+            seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
+        for sink in sinks:
+            if present.isdisjoint(sink.routes):
+                continue
+            sel = b  # (most batches go whole to one sink: no filter, no copy)
+            if not present.issubset(sink.routes):
+                sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
+            if sink.name not in writers:
+                path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
+                writers[sink.name] = _PartWriter(path, sink)
+                # one per part file: the driver checks it can see them all
+                key = FILES + sink.name
+                seen[key] = seen.get(key, 0) + 1
+            writers[sink.name].write(_prepare(sel, sink, lay))
+
+    def end(pid: int | None, held: _HeldPart | None) -> None:
+        if held is not None:
+            with held.table() as rows:
+                for b in step(rows):
+                    put(pid, b)
+        for w in writers.values():
+            w.close()
+        writers.clear()
+
+    part, held = None, None  # the part being written (rows arrive sorted by part)
     try:
-        for whole in batches:
-            for pid, b in _runs(whole):
-                if pid != part:
-                    for w in writers.values():
-                        w.close()
-                    writers, part = {}, pid
-                route = b.column(ROUTE)
-                present = set()
-                for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
-                    present.add(r.as_py())
-                    seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
-                for sink in sinks:
-                    if present.isdisjoint(sink.routes):
-                        continue
-                    sel = b  # (most batches go whole to one sink: no filter, no copy)
-                    if not present.issubset(sink.routes):
-                        sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
-                    if sink.name not in writers:
-                        path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
-                        writers[sink.name] = _PartWriter(path, sink, pid < descending_below)
-                        # one per part file: the driver checks it can see them all
-                        key = FILES + sink.name
-                        seen[key] = seen.get(key, 0) + 1
-                    writers[sink.name].write(_prepare(sel, sink, lay))
+        for pid, b in parts_of(batches):
+            if pid != part:
+                end(part, held)
+                part, held = pid, None
+                if step is not None and pid < step_below:
+                    held = _HeldPart(os.path.join(staging, f"held-{uuid.uuid4().hex}"))
+            if held is not None:
+                held.add(b)
+            else:
+                put(pid, b)
+        end(part, held)
     finally:
         for w in writers.values():
             w.close()
@@ -203,18 +244,19 @@ def write(
     lay: Layout,
     staging: str,
     in_driver: bool = False,
-    descending_below: int = 0,
+    step: PartStep | None = None,
+    step_below: int = 0,
+    step_columns: tuple[str, ...] = (),
 ) -> dict[str, int]:
     """Run the job: write every sink's parts under ``staging``; rows seen per route.
     ``in_driver`` (small local inputs, see evtime.cli.run.driver_io, or few rows, see
     evtime.cli.run.few_rows): the rows come to this process as Arrow and the parts are
-    written here, without Python workers.  ``descending_below``: the parts numbered below
-    it are in the reverse of the order to write them in (turned round as they are
-    written)."""
+    written here, without Python workers.  ``step``: run on each whole part numbered
+    below ``step_below`` (reading ``step_columns`` too) before it is written."""
     from pyspark.sql import functions as F
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        seen = _write_parts(batches, sinks, lay, staging, descending_below)
+        seen = _write_parts(batches, sinks, lay, staging, step, step_below)
         if seen:
             yield pa.RecordBatch.from_pydict(
                 {"route": list(seen), "rows": list(seen.values())},
@@ -228,7 +270,7 @@ def write(
     if PART not in df.columns:  # no parts: the Spark partitions are in order
         df = df.withColumn(PART, F.spark_partition_id().cast("long"))
     # only what the sinks write goes to Python (as Arrow): not the engine's own columns
-    needed = {PART, ROUTE, *(c for s in sinks for c in s.columns)}
+    needed = {PART, ROUTE, *step_columns, *(c for s in sinks for c in s.columns)}
     df = df.select(*[c for c in df.columns if c in needed])
     if in_driver:
         # partitions arrive in order; a stable sort by part keeps each part's own order
@@ -238,7 +280,7 @@ def write(
         # at most EVTIME_DRIVER_ROWS_MAX rows (evtime.cli.run.few_rows)
         rows = df.toArrow()
         rows = rows.take(pc.sort_indices(rows.column(PART)))
-        seen = _write_parts(iter(rows.to_batches()), sinks, lay, staging, descending_below)
+        seen = _write_parts(iter(rows.to_batches()), sinks, lay, staging, step, step_below)
     else:
         counts = (
             df.mapInArrow(write_partition, "route string, rows long")
@@ -259,21 +301,22 @@ def write(
     return seen
 
 
-def _runs(batch: pa.RecordBatch) -> Iterator[tuple[int, pa.RecordBatch]]:
-    """The batch cut into runs of equal ``PART`` (rows arrive sorted by it)."""
-    if batch.num_rows == 0:
-        return
+def parts_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """Batches of rows sorted by ``PART`` cut into runs of one part: ``(part, run)``."""
     import pyarrow.compute as pc
 
-    parts = batch.column(PART)
-    first, last = parts[0].as_py(), parts[-1].as_py()
-    if first == last:
-        yield first, batch
-        return
-    starts = [0, *(pc.indices_nonzero(pc.not_equal(parts[1:], parts[:-1])).to_pylist())]
-    starts = [starts[0], *(i + 1 for i in starts[1:]), batch.num_rows]
-    for lo, hi in zip(starts, starts[1:], strict=False):
-        yield parts[lo].as_py(), batch.slice(lo, hi - lo)
+    for batch in batches:
+        if batch.num_rows == 0:
+            continue
+        parts = batch.column(PART)
+        first, last = parts[0].as_py(), parts[-1].as_py()
+        if first == last:
+            yield first, batch
+            continue
+        cuts = pc.indices_nonzero(pc.not_equal(parts[1:], parts[:-1])).to_pylist()
+        starts = [0, *(i + 1 for i in cuts), batch.num_rows]
+        for lo, hi in zip(starts, starts[1:], strict=False):
+            yield parts[lo].as_py(), batch.slice(lo, hi - lo)
 
 
 def staging_dir() -> str:
