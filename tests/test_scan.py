@@ -5,7 +5,6 @@ many chunks (the carry between chunks); the keep rule found in value-ordered par
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -80,28 +79,44 @@ def test_one_chunk_leaves_out_the_per_chunk_pass(spark):
     assert sorted(map(tuple, one.collect())) == sorted(map(tuple, many.collect()))
 
 
-def _kept_by_arrival(values, width: int) -> list[bool]:
-    """The keep rule over arrival order: no earlier arrival above the row's value + width."""
-    out, top = [], None
-    for v in values:
-        out.append(top is None or v >= top - width)
-        top = v if top is None else max(top, v)
+def _kept_by_arrival(values, width: int, keys=None) -> list[bool]:
+    """The keep rule over arrival order: no earlier arrival of the row's key above the
+    row's value + width."""
+    out, top = [], {}
+    for k, v in zip(keys or [None] * len(values), values, strict=True):
+        out.append(k not in top or v >= top[k] - width)
+        top[k] = max(top.get(k, v), v)
     return out
 
 
 values_st = st.lists(st.integers(-30, 30), min_size=1, max_size=60)
+keys_st = st.lists(st.sampled_from(["a", "b", None]), min_size=60, max_size=60)
 
 
 @settings(max_examples=examples(200))
-@given(values=values_st, width=st.integers(0, 20))
-def test_kept_in_one_part_is_the_rule_over_arrival_order(values, width):
-    """One part without probes: the sorted search and suffix minimum give the rule."""
+@given(values=values_st, width=st.integers(0, 20), keys=st.one_of(st.none(), keys_st))
+def test_kept_in_one_part_is_the_rule_over_arrival_order(values, width, keys):
+    """One part without probes: the sorted search and suffix minimum (per key) give the
+    rule."""
+    import pyarrow as pa
+
+    from evtime.engine.scan import PROBE
+
+    keys = keys[: len(values)] if keys else None
     order = sorted(range(len(values)), key=lambda i: (values[i], i))
-    lead = np.array([values[i] for i in order], np.int64)
-    step = KeptInPart("v", "a", width, "keep")
-    kept = step.kept(lead, np.array(order, np.int64))
-    want = _kept_by_arrival(values, width)
-    assert [bool(k) for k in kept] == [want[i] for i in order]
+    part = pa.table(
+        {
+            "k": pa.array([keys[i] if keys else None for i in order], pa.string()),
+            "v": pa.array([values[i] for i in order], pa.int64()),
+            "a": pa.array(order, pa.int64()),
+            PROBE: [False] * len(order),
+        }
+    )
+    step = KeptInPart("v", "a", width, "keep", ("k",) if keys else ())
+    got = pa.Table.from_batches(list(step(part)))
+    want = _kept_by_arrival(values, width, keys)
+    assert got.column("keep").to_pylist() == [want[i] for i in order]
+    assert got.column("a").to_pylist() == order and PROBE not in got.column_names
 
 
 @spark_settings(10, suppress_health_check=[HealthCheck.too_slow])
@@ -109,20 +124,47 @@ def test_kept_in_one_part_is_the_rule_over_arrival_order(values, width):
     values=st.lists(st.integers(0, 12), min_size=1, max_size=60),
     width=st.integers(0, 4),
     spread=st.sampled_from([1, 1000, 10**9]),
+    keys=st.one_of(st.none(), keys_st),
 )
-@example(values=[5, 2], width=2, spread=1)  # 5 passes 2 from the part of 2 + 2 (halo)
-@example(values=[9, 2], width=2, spread=1)  # 9 passes every row of 2's part (carry)
-def test_kept_in_parts_is_the_rule_over_arrival_order(spark, values, width, spread):
+@example(values=[5, 2], width=2, spread=1, keys=None)  # 5 passes 2 from 2 + 2's part (halo)
+@example(values=[9, 2], width=2, spread=1, keys=None)  # 9 passes all of 2's part (carry)
+@example(values=[5, 2, 9, 2], width=2, spread=1, keys=["a", "b", "b", "a"])  # (per key)
+def test_kept_in_parts_is_the_rule_over_arrival_order(spark, values, width, spread, keys):
     """Many parts: each part's rows with the halo and carry probes the engine adds, the
     step run on each whole part (apply_in_parts); values spread so that parts are narrow
-    (or one part: a far value puts the rest in part 0)."""
+    (or one part: a far value puts the rest in part 0); with and without keys."""
+    keys = keys[: len(values)] if keys else None
     vals = [v * spread if i % 7 == 3 else v for i, v in enumerate(values)]
-    data = [(i, v, i) for i, v in enumerate(vals)]
-    df = spark.createDataFrame(data, f"i long, v long, {SEQ} long").repartition(3)
-    rows, step = kept_in_parts(df, "v", width, SEQ, "keep")
-    assert step is not None
+    data = [(i, keys[i] if keys else None, v, i) for i, v in enumerate(vals)]
+    df = spark.createDataFrame(data, f"i long, k string, v long, {SEQ} long").repartition(3)
+    rows, step = kept_in_parts(df, "v", width, SEQ, "keep", ("k",) if keys else ())
     got = apply_in_parts(rows, step).collect()
-    want = _kept_by_arrival(vals, width)
+    want = _kept_by_arrival(vals, width, keys)
     order = sorted(range(len(vals)), key=lambda i: (vals[i], i))
     assert [r["i"] for r in sorted(got, key=lambda r: (r[PART], r["v"], r["i"]))] == order
-    assert {r["i"]: r["keep"] == "kept" for r in got} == dict(enumerate(want))
+    assert {r["i"]: r["keep"] for r in got} == dict(enumerate(want))
+
+
+def test_kept_with_keys_far_apart_in_value_and_arrival():
+    """Keys whose values or arrivals span most of int64 are searched by rank (moving each
+    key's values above the last key's would leave int64): the same answers."""
+    import numpy as np
+
+    big = 1 << 61
+    values = [-big, 3, big, 1, big - 5, -big + 2, 0, 2]
+    keys = ["a", "b", "a", "b", "c", "c", "a", "b"]
+    for arrivals in (list(range(8)), [big * (i % 3 - 1) + i for i in range(8)]):
+        order = sorted(range(8), key=lambda i: (keys[i], values[i], arrivals[i]))
+        code = np.array([ord(keys[i]) - ord("a") for i in order])
+        step = KeptInPart("v", "a", 4, "keep", ("k",))
+        lead = np.array([values[i] for i in order], np.int64)
+        got = step.kept(lead, np.array([arrivals[i] for i in order], np.int64), code)
+        by_arrival = sorted(range(8), key=lambda i: arrivals[i])
+        want = dict(
+            zip(
+                by_arrival,
+                _kept_by_arrival([values[i] for i in by_arrival], 4, [keys[i] for i in by_arrival]),
+                strict=True,
+            )
+        )
+        assert [bool(g) for g in got] == [want[i] for i in order]

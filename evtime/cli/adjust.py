@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import click
@@ -97,7 +96,7 @@ def adjust(**kw) -> None:
         df = df.withColumn(ROUTE, F.when(F.col(engine.KEEP), "out").otherwise("discard"))
     else:  # the keep flag is found as each part is written: the route with it
         df = df.withColumn(ROUTE, F.lit(None).cast("string"))
-        step = dataclasses.replace(step, out=ROUTE, labels=("out", "discard"))
+        step = run.Routed(step, _route)
     if kw["emit_bounds"]:
         df, out.columns = _with_bounds(df, spec, lay, kw, inp, out.columns)
         out.routes = ("out", "emit")
@@ -106,6 +105,15 @@ def adjust(**kw) -> None:
     df = run.with_rejected(df, inp)
     counts = run.write_and_publish(df, sinks, lay, step)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"])
+
+
+def _route(batch):
+    """A row's route from its keep flag (in Arrow, where the parts are written)."""
+    import pyarrow.compute as pc
+
+    from evtime.engine.adjust import KEEP
+
+    return pc.if_else(batch.column(KEEP), "out", "discard")
 
 
 def _stateful(kw, spec, ses, inp, started) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import click
@@ -304,6 +304,28 @@ def discards_sink(
         [*ns, "bound"],
         overwrite,
     )
+
+
+@dataclass(frozen=True)
+class Routed:
+    """A part step (:class:`evtime.engine.scan.KeptInPart`) whose rows then get their
+    route from the step's flag: ``route(batch) -> array``, reading ``reads`` too."""
+
+    step: object
+    route: Callable
+    reads: tuple[str, ...] = ()
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (*self.step.columns, *self.reads)
+
+    def __call__(self, part):
+        from evtime.io.writer import ROUTE
+
+        for b in self.step(part):
+            route = self.route(b)
+            b = b.drop_columns([c for c in (ROUTE, self.step.out) if c in b.schema.names])
+            yield b.append_column(ROUTE, route)
 
 
 def write_and_publish(df, sinks, lay, step=None) -> dict[str, int]:

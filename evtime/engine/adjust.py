@@ -96,8 +96,8 @@ def classify_in_order(
     evtime > evtime + range*unit (its reference time then exceeds the bound), found in the
     output's own parts (:func:`~evtime.engine.scan.kept_in_parts`).  ``limits``: bounds of
     the evtimes, when known (:func:`~evtime.units.truncated_range`; no aggregate job).
-    Returns the rows in output order and, when the keep flag is left to each whole part
-    (no keys), the step that adds it (:class:`~evtime.engine.scan.KeptInPart`)."""
+    Returns the rows in output order and the step that adds the keep flag to each whole
+    part (:class:`~evtime.engine.scan.KeptInPart`; None: the rows have it)."""
     timed = df.withColumn(EVT, _evtime(spec))
     lims = limits or value_limits(timed, EVT)
     if lims[0] is None:  # no rows

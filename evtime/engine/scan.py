@@ -365,48 +365,102 @@ def first_above_in_parts(
 class KeptInPart:
     """The keep rule of :func:`kept_in_parts` for one whole part, in Arrow: the part's rows
     (with their probes) sorted by ``(lead, arrival)``; a row is kept when the least arrival
-    among the rows whose ``lead`` is above its own ``lead + width`` (a suffix of the part:
-    a search in a sorted array, then a suffix minimum) is later than its own arrival, or
-    there is none.  Called with a part, it yields its batches without the probe rows, with
-    ``out``: ``labels[0]`` for a kept row, ``labels[1]`` for the others."""
+    among the rows of its ``by`` whose ``lead`` is above its own ``lead + width`` (a suffix
+    of the key's rows in value order: a search in a sorted array, then a suffix minimum) is
+    later than its own arrival, or there is none.  Called with a part, it yields the part's
+    batches without the probe rows, with the boolean column ``out``."""
 
     lead: str
     arrival: str
     width: int
     out: str
-    labels: tuple[str, str] = ("kept", "discarded")
+    by: tuple[str, ...] = ()
 
     @property
     def columns(self) -> tuple[str, ...]:
         """The columns it reads (beside the ones it passes on)."""
-        return (self.lead, self.arrival, PROBE)
+        return (*self.by, self.lead, self.arrival, PROBE)
 
-    def kept(self, lead: np.ndarray, arrival: np.ndarray) -> np.ndarray:
-        """Per row of a part sorted by ``(lead, arrival)``: is it kept?  (``lead + width
-        + 1`` stays in int64: :func:`_with_probes` checked it for every row and probe.)"""
+    def kept(
+        self, lead: np.ndarray, arrival: np.ndarray, key: np.ndarray | None = None
+    ) -> np.ndarray:
+        """Per row, sorted by ``(key, lead)``: is it kept?  ``key``: the rows' key numbers
+        (0, 1, ...; None: one key).  (``lead + width + 1`` stays in int64:
+        :func:`_with_probes` checked it for every row and probe.)"""
         n = len(lead)
         if n == 0:
             return np.zeros(0, bool)
-        least_after = np.minimum.accumulate(arrival[::-1])[::-1]  # from each row on
-        above = np.searchsorted(lead, lead + (self.width + 1), side="left")
-        inside = above < n
-        passing = least_after[np.where(inside, above, 0)]  # (read only where inside)
-        return ~inside | (passing > arrival)
+        target = lead + (self.width + 1)
+        if key is None:
+            above = np.searchsorted(lead, target, side="left")
+            inside = above < n
+            least = np.minimum.accumulate(arrival[::-1])[::-1]  # from each row on
+            return ~inside | (least[np.where(inside, above, 0)] > arrival)
+        # each key's values (and arrivals) moved above every earlier key's: one sorted
+        # array to search, one suffix minimum that cannot cross into an earlier key
+        values, targets = _stacked(lead, key, target)
+        above = np.searchsorted(values, targets, side="left")
+        inside = above < np.searchsorted(key, key, side="right")  # (where the key ends)
+        arrivals, _ = _stacked(arrival, key)
+        least = np.minimum.accumulate(arrivals[::-1])[::-1]
+        return ~inside | (least[np.where(inside, above, 0)] > arrivals)
+
+    def _keys(self, part: pa.Table) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """The order that groups the part's rows by key, each key's rows in their order
+        (None: no keys), and their key numbers (0, 1, ...) in that order."""
+        if not self.by:
+            return None, None
+        code = np.zeros(part.num_rows, np.int64)
+        for c in self.by:
+            col = part.column(c)
+            if pa.types.is_floating(col.type):  # (-0.0 is 0.0, as in Spark's grouping)
+                col = pc.add(col, 0.0)
+            codes = pc.dictionary_encode(col).combine_chunks()
+            many = len(codes.dictionary)  # (null is a key of its own: number ``many``)
+            values = codes.indices.fill_null(many).to_numpy().astype(np.int64)
+            code = code * (many + 1) + values
+            if len(self.by) > 1:  # (numbered again: the product stays small)
+                code = np.unique(code, return_inverse=True)[1].astype(np.int64)
+        order = np.argsort(code, kind="stable")
+        code = code[order]
+        return order, np.cumsum(np.r_[True, code[1:] != code[:-1]]) - 1
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
         lead, arrival = (part.column(c).to_numpy() for c in (self.lead, self.arrival))
-        labels = pa.array(self.labels, pa.string())
-        kept = self.kept(lead, arrival).astype(np.int8)
+        order, key = self._keys(part)
+        if order is None:
+            kept = self.kept(lead, arrival)
+        else:
+            kept = np.empty(len(order), bool)
+            kept[order] = self.kept(lead[order], arrival[order], key)
         start = 0
         for b in part.to_batches():
             n = b.num_rows
             rows = ~b.column(PROBE).to_numpy(zero_copy_only=False)
-            route = pc.take(labels, pa.array(1 - kept[start : start + n][rows]))
+            flag = pa.array(kept[start : start + n][rows])
             start += n
             b = b.filter(pa.array(rows)).drop_columns([PROBE])
             if self.out in b.schema.names:
                 b = b.drop_columns([self.out])
-            yield b.append_column(self.out, route)
+            yield b.append_column(self.out, flag)
+
+
+def _stacked(
+    values: np.ndarray, key: np.ndarray, more: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """``values`` (and ``more``, the same way) with each key's block moved above every
+    earlier key's: ``value + key * span``, or, when that would leave int64, the values'
+    ranks among both arrays (same order, smaller numbers).  ``key``: non-decreasing."""
+    both = values if more is None else np.concatenate([values, more])
+    lo, hi = int(both.min()), int(both.max())
+    span = hi - lo + 1
+    if span * (int(key[-1]) + 1) < 1 << 62:
+        shift = key * span - lo
+        return values + shift, None if more is None else more + shift
+    _, rank = np.unique(both, return_inverse=True)
+    shift = key * len(both)
+    n = len(values)
+    return rank[:n] + shift, None if more is None else rank[n:] + shift
 
 
 def kept_in_parts(
@@ -417,32 +471,25 @@ def kept_in_parts(
     out: str,
     by: Sequence[str] = (),
     limits: tuple[int, int] | None = None,
-) -> tuple[DataFrame, KeptInPart | None]:
+) -> tuple[DataFrame, KeptInPart]:
     """The rows in numbered parts, in the order ``(lead, arrival)`` (as
-    :func:`sort_in_parts`), with the keep rule of a bound ``width`` behind the running
-    maximum of ``lead``: no earlier ``arrival`` of the row's ``by`` has ``lead`` above the
-    row's own ``lead + width``; that is, the least arrival above it is later than the row,
-    or there is none.  Found in the parts the output is cut into (one shuffle of the rows)
-    instead of by a prefix scan.
+    :func:`sort_in_parts`), for the keep rule of a bound ``width`` behind the running
+    maximum of ``lead`` per ``by``: no earlier ``arrival`` of the row's ``by`` has ``lead``
+    above the row's own ``lead + width``; that is, the least arrival above it is later than
+    the row, or there is none.  Found in the parts the output is cut into (one shuffle of
+    the rows) instead of by a prefix scan.
 
-    With keys, ``out`` is a boolean column (the search of :func:`first_above_in_parts`, a
-    window over each part and key, then the parts sorted again).  Without keys, the parts
-    also hold the probe rows (:data:`PROBE`) and the rule is applied by the returned
-    :class:`KeptInPart` to each whole part, where the rows are written (``out`` is left to
-    it: a window in Spark cost more than the search in Arrow); run it over a DataFrame
-    with :func:`apply_in_parts`."""
-    if by:
-        found = first_above_in_parts(df, lead, width, arrival, "_kp", by, limits)
-        keep = F.col("_kp").isNull() | (F.col("_kp") > F.col(arrival))
-        found = found.withColumn(out, keep).drop("_kp")
-        # (parts stay whole in their partitions: only a sort inside each)
-        return found.sortWithinPartitions(PART, lead, arrival), None
+    The parts also hold the probe rows (:data:`PROBE`, see :func:`_with_probes`); the rule
+    is applied by the returned :class:`KeptInPart` to each whole part, where the rows are
+    written: it drops the probes and adds ``out`` (a window in Spark cost more than the
+    search in Arrow).  Run it over a DataFrame with :func:`apply_in_parts`."""
     lo, hi = limits or value_limits(df, lead)
+    step = KeptInPart(lead, arrival, width, out, tuple(by))
     if lo is None:
         rows = df.withColumns({PART: F.lit(0).cast("long"), PROBE: F.lit(False)})
     else:
         rows = _with_probes(df, lead, width, arrival, by, lo, hi).repartition(PART)
-    return rows.sortWithinPartitions(PART, lead, arrival), KeptInPart(lead, arrival, width, out)
+    return rows.sortWithinPartitions(PART, lead, arrival), step
 
 
 def apply_in_parts(df: DataFrame, step: KeptInPart) -> DataFrame:
@@ -450,12 +497,12 @@ def apply_in_parts(df: DataFrame, step: KeptInPart) -> DataFrame:
     one Spark partition): ``df``'s rows without the probes, with ``step.out``.  The writer
     runs the step itself, in the tasks that write the parts (no second trip of the rows to
     Python); this is for every other reader of the rows."""
-    from pyspark.sql.types import StringType, StructField, StructType
+    from pyspark.sql.types import BooleanType, StructField, StructType
 
     from evtime.io.writer import parts_of
 
     fields = [f for f in df.schema.fields if f.name not in (PROBE, step.out)]
-    schema = StructType([*fields, StructField(step.out, StringType())])
+    schema = StructType([*fields, StructField(step.out, BooleanType())])
     names = schema.fieldNames()
 
     def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
