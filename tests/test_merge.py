@@ -144,6 +144,53 @@ def test_explain_merge_is_the_model(run_cli, case):
             assert reasons(row["reason"]) == reasons(m.reason), (row, m.reason)
 
 
+@st.composite
+def plain_sources(draw):
+    """Sources of data rows only (no bound marker), one after the other."""
+    sources = []
+    for s in range(draw(st.integers(1, 4))):
+        t, rows = BASE + draw(st.integers(0, 3000)), []
+        for j in range(draw(st.integers(1, 9))):
+            t += draw(st.integers(-2500, 3000))
+            rows.append((f"s{s}r{j}", t, False, 0))
+        sources.append(rows)
+    adjust = draw(st.one_of(st.none(), st.tuples(st.just("usec"), st.integers(0, 2))))
+    return sources, adjust
+
+
+@spark_settings(10)
+@given(plain_sources())
+@example(  # a row behind its own source's bound; the other source's rows in between
+    (
+        [
+            [("s0r0", BASE + 300, False, 0), ("s0r1", BASE + 100, False, 0)],
+            [("s1r0", BASE + 200, False, 0)],
+        ],
+        None,
+    )
+)
+def test_merge_without_discards_output_is_the_model(run_cli, monkeypatch, case):
+    """Without --discards (and without bound rows), read and written in Spark tasks as big
+    inputs are, merge finds its keep flag in its output sort (adjust's rule with the source
+    as key): the model's output, in order, and its counts."""
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")
+    sources, adjust = case
+    opts = {"unit_ns": UNIT_NS[adjust[0]], "range_n": adjust[1]} if adjust else {}
+    arrivals = [[Arrival(s, t, b) for _, t, b, _ in rows] for s, rows in enumerate(sources)]
+    expected = [sources[s][j][0] for s, j, _ in merge_output(arrivals, **opts)]
+    args = ["--unit", adjust[0], "--range", str(adjust[1])] if adjust else []
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for s, rows in enumerate(sources):
+            write_source(Path(tmp) / f"s{s}.csv", rows)
+            paths.append(f"S{s}={tmp}/s{s}.csv")
+        r = run_cli("merge", "--time-format", "epoch_ns", *args, *paths)
+    assert r.exit_code == 0, r.stderr
+    assert [row["id"] for row in r.csv()] == expected
+    n = sum(len(rows) for rows in sources)
+    assert f"read {n}, released {len(expected)}, discarded {n - len(expected)}" in r.stderr
+
+
 # ---------------------------------------------------------------- merge without a clock
 
 A = [  # (id, t, is bound, arrival): ascending with a late row, a bound, a row behind it

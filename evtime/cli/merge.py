@@ -179,6 +179,17 @@ def _route_column():
     return F.concat(kind, F.lit(":"), F.col(engine.SRC).cast("string"))
 
 
+def _route(batch):
+    """``_route_column`` in Arrow, from the keep flag a part step gives (data rows only)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from evtime.engine import merge as engine
+
+    kind = pc.if_else(batch.column(engine.KEEP), "out", "discard")
+    return pc.binary_join_element_wise(kind, pc.cast(batch.column(engine.SRC), pa.string()), ":")
+
+
 def _summary(
     command: str,
     ses,
@@ -320,7 +331,7 @@ def merge(**kw) -> None:
             "flush": flush,
         }
         return merge_state.stateful({**kw, "state": state, "flush": flush}, out, check, started)
-    ses, inp, spec, df, lay = _setup(kw, "merge", check)
+    ses, inp, spec, df, lay = _setup(kw, "merge", check, classify=False)
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     from pyspark.sql import functions as F
 
@@ -329,6 +340,16 @@ def merge(**kw) -> None:
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink, output_format
     from evtime.units import truncated_range
+
+    # the time range, when known (read here, or in the Parquet footers): no job to find it
+    limits = truncated_range(inp.time_range, spec.unit_ns)
+    # sources one after the other, only data rows, no reasons to give: the keep flag comes
+    # out of the output's own sort (a small input read here: the prefix scan, fewer jobs)
+    step = None
+    if spec.simple and not (spec.marker or discards or run.in_driver()):
+        df, step = engine.classify_in_order(df, spec, limits)
+    if step is None:
+        df = engine.classify(df, spec)
 
     own = lay.schema.names
     routes = _routes(spec)
@@ -353,7 +374,8 @@ def merge(**kw) -> None:
         {
             source_as: engine._source_name(spec),
             as_: F.col(engine.EVT),
-            ROUTE: _route_column(),
+            # (with a step, the route is given as the parts are written)
+            ROUTE: _route_column() if step is None else F.lit(None).cast("string"),
             "_evt_kind": F.lit(0),
         }
     )
@@ -373,15 +395,12 @@ def merge(**kw) -> None:
             F.lit(1).alias("_evt_kind"),
         )
         rows = rows.unionByName(bounds, allowMissingColumns=True)
-    # the time range, when known (read here, or in the Parquet footers): no job to find it
-    limits = truncated_range(inp.time_range, spec.unit_ns)
-    rows = run.with_rejected(
-        sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind", limits=limits),
-        inp,
-        {source_as: engine._source_name(spec)},
-        _rejected_route(),
-    )
-    counts = run.write_and_publish(rows, sinks, lay)
+    if step is None:
+        rows = sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind", limits=limits)
+    else:
+        step = run.Routed(step, _route, (engine.SRC,))
+    rows = run.with_rejected(rows, inp, {source_as: engine._source_name(spec)}, _rejected_route())
+    counts = run.write_and_publish(rows, sinks, lay, step)
     _summary("merge", ses, spec, counts, started, read, max_discards)
 
 

@@ -7,7 +7,9 @@ when adjusted), a bound row its time (``+ tick`` when strict, floored to the uni
 **Without --arrival / --order-by, --wait and --join-leave** (UNION ALL of files): sources
 are processed one after the other, and the only discards are rows behind their own source's
 bound: an exclusive :func:`prefix_max` per source.  Output = the rest ordered by
-(evtime, source, row).  For explain, the definitive time after arrival *i* is closed-form:
+(evtime, source, row).  Without bound rows, when only the keep flag is needed, that is
+adjust's rule with the source as key, found in the output's own parts
+(:func:`classify_in_order`).  For explain, the definitive time after arrival *i* is closed-form:
 ``-inf`` while a later source has no bound yet, then ``min(C, own bound of the last source)``
 with ``C`` the minimum of the other sources' final bounds (one number); release points are a
 :func:`first_above` search in that monotone sequence.
@@ -56,9 +58,11 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 from evtime.engine import present
 from evtime.engine.scan import (
     UNBOUNDED,
+    KeptInPart,
     arrival_numbers,
     chunk_offsets,
     first_above,
+    kept_in_parts,
     numbered,
     positions,
     prefix_max,
@@ -411,6 +415,23 @@ def classify(df: DataFrame, spec: MergeSpec) -> DataFrame:
     df = stream_bound(release_points(df, spec, DEF, fx))
     keep = F.col(CAND) & (F.col(BB).isNull() | (F.col(EVT) >= F.col(BB)))
     return df.withColumn(KEEP, keep).localCheckpoint()
+
+
+def classify_in_order(
+    df: DataFrame, spec: MergeSpec, limits: tuple[int, int] | None = None
+) -> tuple[DataFrame, KeptInPart | None]:
+    """:func:`classify` and the output order in one pass, for sources one after the other
+    with data rows only (``spec.simple``, no bound marker) when only the keep flag is
+    needed: a row is discarded exactly when an earlier row of its source has evtime -
+    range*unit above its evtime (its own bound), the keep rule of adjust with the source
+    as key (:func:`~evtime.engine.scan.kept_in_parts`; the output order (evtime, arrival) is
+    the order of the parts).  ``limits``: bounds of the evtimes, when known.  Returns the
+    rows and the step that adds ``KEEP`` to each part (None: a width beyond the int64
+    timeline; use :func:`classify`)."""
+    try:
+        return kept_in_parts(df, EVT, spec.width, SEQ, KEEP, [SRC], limits)
+    except OverflowError:
+        return df, None
 
 
 def _simple_definitive(df: DataFrame, spec: MergeSpec, fx: Facts) -> DataFrame:
