@@ -151,9 +151,14 @@ def test_kept_with_keys_far_apart_in_value_and_arrival():
     import numpy as np
 
     big = 1 << 61
-    values = [-big, 3, big, 1, big - 5, -big + 2, 0, 2]
     keys = ["a", "b", "a", "b", "c", "c", "a", "b"]
-    for arrivals in (list(range(8)), [big * (i % 3 - 1) + i for i in range(8)]):
+    far = [-big, 3, big, 1, big - 5, -big + 2, 0, 2]  # (by rank)
+    early = [-(1 << 63) + 10 * v for v in (1, 3, 9, 1, 5, 2, 0, 2)]  # (moved: stays in int64)
+    for values, arrivals in [
+        (far, list(range(8))),
+        (far, [big * (i % 3 - 1) + i for i in range(8)]),
+        (early, list(range(8))),
+    ]:
         order = sorted(range(8), key=lambda i: (keys[i], values[i], arrivals[i]))
         code = np.array([ord(keys[i]) - ord("a") for i in order])
         step = KeptInPart("v", "a", 4, "keep", ("k",))

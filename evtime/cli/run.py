@@ -7,10 +7,14 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import click
 
 from evtime.errors import UsageError
+
+if TYPE_CHECKING:
+    from evtime.engine.scan import KeptInPart
 
 _progress = None  # the progress line of this run, if one is shown
 _in_driver = False  # this run reads and writes in its own process (driver_io)
@@ -311,7 +315,7 @@ class Routed:
     """A part step (:class:`evtime.engine.scan.KeptInPart`) whose rows then get their
     route from the step's flag: ``route(batch) -> array``, reading ``reads`` too."""
 
-    step: object
+    step: KeptInPart
     route: Callable
     reads: tuple[str, ...] = ()
 
@@ -367,9 +371,9 @@ def _write_jobs(
 
     counts: dict[str, int] = {}
     in_driver = in_driver or [_in_driver] * len(jobs)
-    # (the bad rows' parts come after AFTER_PARTS)
     columns = tuple(step.columns) if step is not None else ()
     for (frame, sinks, lay), here in zip(jobs, in_driver, strict=True):
+        # (the step skips the bad rows' parts, numbered from AFTER_PARTS on)
         seen = writer.write(frame, sinks, lay, staging, here, step, AFTER_PARTS, columns)
         for route, n in seen.items():
             counts[route] = counts.get(route, 0) + n

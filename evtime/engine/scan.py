@@ -454,9 +454,9 @@ def _stacked(
     both = values if more is None else np.concatenate([values, more])
     lo, hi = int(both.min()), int(both.max())
     span = hi - lo + 1
-    if span * (int(key[-1]) + 1) < 1 << 62:
-        shift = key * span - lo
-        return values + shift, None if more is None else more + shift
+    if span * (int(key[-1]) + 1) < 1 << 62:  # (then no step below leaves int64 either)
+        shift = key * span
+        return values - lo + shift, None if more is None else more - lo + shift
     _, rank = np.unique(both, return_inverse=True)
     shift = key * len(both)
     n = len(values)

@@ -169,7 +169,8 @@ class _HeldPart:
 
 # A step run on every whole part (rows sorted by PART, parts below a number) before its
 # rows are routed and written: it yields the part's rows to write, with their ROUTE
-# (evtime.engine.scan.KeptInPart); ``columns`` are the ones it reads besides the sinks'.
+# (evtime.cli.run.Routed around evtime.engine.scan.KeptInPart); it may read columns
+# besides the sinks' (``step_columns`` of :func:`write`).
 PartStep = Callable[[pa.Table], Iterator[pa.RecordBatch]]
 HELD_MAX = 64 << 20  # bytes of a part held in memory for a PartStep; beyond: staged
 
