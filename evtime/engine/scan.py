@@ -499,22 +499,15 @@ def apply_in_parts(df: DataFrame, step: KeptInPart) -> DataFrame:
     Python); this is for every other reader of the rows."""
     from pyspark.sql.types import BooleanType, StructField, StructType
 
-    from evtime.io.writer import parts_of
+    from evtime.io.writer import through_step
 
     fields = [f for f in df.schema.fields if f.name not in (PROBE, step.out)]
     schema = StructType([*fields, StructField(step.out, BooleanType())])
     names = schema.fieldNames()
 
     def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        part, held = None, []
-        for pid, run in parts_of(batches):
-            if pid != part and held:
-                yield from (b.select(names) for b in step(pa.Table.from_batches(held)))
-                held = []
-            part = pid
-            held.append(run)
-        if held:
-            yield from (b.select(names) for b in step(pa.Table.from_batches(held)))
+        for _, b in through_step(batches, step, AFTER_PARTS):
+            yield b.select(names)
 
     return df.mapInArrow(each, schema)
 

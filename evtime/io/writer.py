@@ -175,6 +175,34 @@ PartStep = Callable[[pa.Table], Iterator[pa.RecordBatch]]
 HELD_MAX = 64 << 20  # bytes of a part held in memory for a PartStep; beyond: staged
 
 
+def through_step(
+    batches: Iterator[pa.RecordBatch],
+    step: PartStep | None,
+    below: int,
+    staging: str | None = None,
+) -> Iterator[tuple[int, pa.RecordBatch]]:
+    """``(part, batch)`` of rows sorted by ``PART``, each part numbered below ``below``
+    first held whole (:class:`_HeldPart`, staged under ``staging``, default the temp
+    directory) and passed through ``step``; the other parts as they come."""
+    part, held = None, None
+    for pid, b in parts_of(batches):
+        if pid != part:
+            if held is not None:
+                with held.table() as rows:
+                    yield from ((part, x) for x in step(rows))
+            part, held = pid, None
+            if step is not None and pid < below:
+                where = staging or tempfile.gettempdir()
+                held = _HeldPart(os.path.join(where, f"held-{uuid.uuid4().hex}"))
+        if held is not None:
+            held.add(b)
+        else:
+            yield pid, b
+    if held is not None:
+        with held.table() as rows:
+            yield from ((part, x) for x in step(rows))
+
+
 def _write_parts(
     batches: Iterator[pa.RecordBatch],
     sinks: list[Sink],
@@ -191,48 +219,31 @@ def _write_parts(
     seen: dict[str, int] = {}
     writers: dict[str, _PartWriter] = {}
 
-    def put(pid: int, b: pa.RecordBatch) -> None:
-        route = b.column(ROUTE)
-        present = set()
-        for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
-            present.add(r.as_py())
-            seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
-        for sink in sinks:
-            if present.isdisjoint(sink.routes):
-                continue
-            sel = b  # (most batches go whole to one sink: no filter, no copy)
-            if not present.issubset(sink.routes):
-                sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
-            if sink.name not in writers:
-                path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
-                writers[sink.name] = _PartWriter(path, sink)
-                # one per part file: the driver checks it can see them all
-                key = FILES + sink.name
-                seen[key] = seen.get(key, 0) + 1
-            writers[sink.name].write(_prepare(sel, sink, lay))
-
-    def end(pid: int | None, held: _HeldPart | None) -> None:
-        if held is not None:
-            with held.table() as rows:
-                for b in step(rows):
-                    put(pid, b)
-        for w in writers.values():
-            w.close()
-        writers.clear()
-
-    part, held = None, None  # the part being written (rows arrive sorted by part)
+    part = None  # the part being written (rows arrive sorted by part)
     try:
-        for pid, b in parts_of(batches):
+        for pid, b in through_step(batches, step, step_below, staging):
             if pid != part:
-                end(part, held)
-                part, held = pid, None
-                if step is not None and pid < step_below:
-                    held = _HeldPart(os.path.join(staging, f"held-{uuid.uuid4().hex}"))
-            if held is not None:
-                held.add(b)
-            else:
-                put(pid, b)
-        end(part, held)
+                for w in writers.values():
+                    w.close()
+                writers, part = {}, pid
+            route = b.column(ROUTE)
+            present = set()
+            for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
+                present.add(r.as_py())
+                seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
+            for sink in sinks:
+                if present.isdisjoint(sink.routes):
+                    continue
+                sel = b  # (most batches go whole to one sink: no filter, no copy)
+                if not present.issubset(sink.routes):
+                    sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
+                if sink.name not in writers:
+                    path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
+                    writers[sink.name] = _PartWriter(path, sink)
+                    # one per part file: the driver checks it can see them all
+                    key = FILES + sink.name
+                    seen[key] = seen.get(key, 0) + 1
+                writers[sink.name].write(_prepare(sel, sink, lay))
     finally:
         for w in writers.values():
             w.close()
