@@ -289,22 +289,21 @@ def _with_probes(
     back = F.col(lead) - F.lit(width + 1)  # a row passes the rows at or below this value
     reaches = F.col(lead) >= F.lit(lo + width + 1)  # the row passes some value
     reaching = df.where(reaches)
-    # per part of the output (every part that has rows): the least arrival of the rows
-    # that pass the whole part, in one aggregate over (own part, null) and (part of back,
-    # arrival) pairs
-    pairs = F.array(
-        F.struct(bucket(F.col(lead)).alias("p"), F.lit(None).cast("long").alias("m")),
-        F.struct(F.when(reaches, bucket(back)).alias("p"), F.col(arrival).alias("m")),
-    )
-    least = (
-        df.select(*by, F.inline(pairs))
-        .where(F.col("p").isNotNull())
-        .groupBy(*by, F.col("p").alias(PART))
-        .agg(F.min("m").alias("_fa_m"))
-    )
-    # (without keys, for every possible part: running() would otherwise join the
-    # aggregate with itself, and Spark computes it, a scan of the input, twice)
+    # per part of the output: the least arrival of the rows that pass the whole part.
+    # Without keys, for every possible part (running() would otherwise join the aggregate
+    # with itself, and Spark computes it, a scan of the input, twice), from one aggregate
+    # of (part of back, arrival); with keys, for every (key, part) that has rows, from one
+    # aggregate over (own part, null) and (part of back, arrival) pairs
     every = None if by else df.sparkSession.range(1 << BUCKET_BITS).withColumnRenamed("id", PART)
+    if by:
+        pairs = F.array(
+            F.struct(bucket(F.col(lead)).alias("p"), F.lit(None).cast("long").alias("m")),
+            F.struct(F.when(reaches, bucket(back)).alias("p"), F.col(arrival).alias("m")),
+        )
+        passing = df.select(*by, F.inline(pairs)).where(F.col("p").isNotNull())
+    else:
+        passing = df.where(reaches).select(bucket(back).alias("p"), F.col(arrival).alias("m"))
+    least = passing.groupBy(*by, F.col("p").alias(PART)).agg(F.min("m").alias("_fa_m"))
     carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=every)
     carry = carry.where(F.col(arrival).isNotNull()).select(
         *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(PROBE)
