@@ -334,8 +334,7 @@ class Routed:
 
 def write_and_publish(df, sinks, lay, step=None) -> dict[str, int]:
     """``step``: run on each of ``df``'s sorted parts (not the bad rows after them) before
-    it is written (a :data:`evtime.io.writer.PartStep` with its ``columns``, such as
-    :class:`evtime.engine.scan.KeptInPart`)."""
+    it is written (an :class:`evtime.io.writer.PartStep`, such as :class:`Routed`)."""
     return publish_jobs([(df, sinks, lay)], step=step)
 
 
@@ -371,10 +370,9 @@ def _write_jobs(
 
     counts: dict[str, int] = {}
     in_driver = in_driver or [_in_driver] * len(jobs)
-    columns = tuple(step.columns) if step is not None else ()
     for (frame, sinks, lay), here in zip(jobs, in_driver, strict=True):
         # (the step skips the bad rows' parts, numbered from AFTER_PARTS on)
-        seen = writer.write(frame, sinks, lay, staging, here, step, AFTER_PARTS, columns)
+        seen = writer.write(frame, sinks, lay, staging, here, step, AFTER_PARTS)
         for route, n in seen.items():
             counts[route] = counts.get(route, 0) + n
     return counts

@@ -7,9 +7,9 @@
   arrival whose value passes it (release points, closing points).
 * :func:`arrival_numbers` / :func:`positions` - dense 1-based numbers in arrival order and
   in output order, from per-chunk / per-bucket counts.
-* :func:`kept_in_parts` - the keep rule of a bound found in the output's own parts; without
-  keys its last step (:class:`KeptInPart`) runs in Arrow on each whole part, where the
-  part is written (the only per-row Python here: numpy over whole arrays).
+* :func:`kept_in_parts` - the keep rule of a bound found in the output's own parts; its
+  last step (:class:`KeptInPart`) runs in Arrow on each whole part, where the part is
+  written (the only per-row Python here: numpy over whole arrays).
 
 Rows carry ``_evt_seq`` (increasing in arrival order, unique) and ``_evt_chunk``
 (``_evt_seq >> 20``: runs of consecutive arrivals, dense inside a run).  Windows below are
@@ -391,17 +391,15 @@ class KeptInPart:
             return np.zeros(0, bool)
         target = lead + (self.width + 1)
         if key is None:
-            above = np.searchsorted(lead, target, side="left")
-            inside = above < n
-            least = np.minimum.accumulate(arrival[::-1])[::-1]  # from each row on
-            return ~inside | (least[np.where(inside, above, 0)] > arrival)
-        # each key's values (and arrivals) moved above every earlier key's: one sorted
-        # array to search, one suffix minimum that cannot cross into an earlier key
-        values, targets = _stacked(lead, key, target)
+            values, targets, arrivals, ends = lead, target, arrival, n
+        else:  # each key's values (and arrivals) moved above every earlier key's: one
+            # sorted array to search, one suffix minimum that cannot cross into an earlier key
+            values, targets = _stacked(lead, key, target)
+            arrivals, _ = _stacked(arrival, key)
+            ends = np.searchsorted(key, key, side="right")  # (where each row's key ends)
         above = np.searchsorted(values, targets, side="left")
-        inside = above < np.searchsorted(key, key, side="right")  # (where the key ends)
-        arrivals, _ = _stacked(arrival, key)
-        least = np.minimum.accumulate(arrivals[::-1])[::-1]
+        inside = above < ends
+        least = np.minimum.accumulate(arrivals[::-1])[::-1]  # from each row on
         return ~inside | (least[np.where(inside, above, 0)] > arrivals)
 
     def _keys(self, part: pa.Table) -> tuple[np.ndarray | None, np.ndarray | None]:
@@ -438,10 +436,7 @@ class KeptInPart:
             rows = ~b.column(PROBE).to_numpy(zero_copy_only=False)
             flag = pa.array(kept[start : start + n][rows])
             start += n
-            b = b.filter(pa.array(rows)).drop_columns([PROBE])
-            if self.out in b.schema.names:
-                b = b.drop_columns([self.out])
-            yield b.append_column(self.out, flag)
+            yield b.filter(pa.array(rows)).drop_columns([PROBE]).append_column(self.out, flag)
 
 
 def _stacked(

@@ -16,8 +16,9 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import fsspec
 import pyarrow as pa
@@ -135,7 +136,7 @@ class _PartWriter:
 
 
 class _HeldPart:
-    """The rows of one part kept until the part is complete (for a :data:`PartStep`): in
+    """The rows of one part kept until the part is complete (for a :class:`PartStep`): in
     memory, or, past ``HELD_MAX`` bytes, staged as Arrow IPC and read back mapped (memory
     stays bounded whatever the part's size)."""
 
@@ -167,11 +168,18 @@ class _HeldPart:
             os.unlink(self.path)
 
 
-# A step run on every whole part (rows sorted by PART, parts below a number) before its
-# rows are routed and written: it yields the part's rows to write, with their ROUTE
-# (evtime.cli.run.Routed around evtime.engine.scan.KeptInPart); it may read columns
-# besides the sinks' (``step_columns`` of :func:`write`).
-PartStep = Callable[[pa.Table], Iterator[pa.RecordBatch]]
+class PartStep(Protocol):
+    """A step run on every whole part (rows sorted by PART, parts below a number) before
+    its rows are routed and written: it yields the part's rows to write, with their ROUTE
+    (evtime.cli.run.Routed around evtime.engine.scan.KeptInPart)."""
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it reads besides the sinks'."""
+
+    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]: ...
+
+
 HELD_MAX = 64 << 20  # bytes of a part held in memory for a PartStep; beyond: staged
 
 
@@ -258,13 +266,12 @@ def write(
     in_driver: bool = False,
     step: PartStep | None = None,
     step_below: int = 0,
-    step_columns: tuple[str, ...] = (),
 ) -> dict[str, int]:
     """Run the job: write every sink's parts under ``staging``; rows seen per route.
     ``in_driver`` (small local inputs, see evtime.cli.run.driver_io, or few rows, see
     evtime.cli.run.few_rows): the rows come to this process as Arrow and the parts are
     written here, without Python workers.  ``step``: run on each whole part numbered
-    below ``step_below`` (reading ``step_columns`` too) before it is written."""
+    below ``step_below`` (reading its ``columns`` too) before it is written."""
     from pyspark.sql import functions as F
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -282,7 +289,8 @@ def write(
     if PART not in df.columns:  # no parts: the Spark partitions are in order
         df = df.withColumn(PART, F.spark_partition_id().cast("long"))
     # only what the sinks write goes to Python (as Arrow): not the engine's own columns
-    needed = {PART, ROUTE, *step_columns, *(c for s in sinks for c in s.columns)}
+    needed = {PART, ROUTE, *(c for s in sinks for c in s.columns)}
+    needed |= set(step.columns if step is not None else ())
     df = df.select(*[c for c in df.columns if c in needed])
     if in_driver:
         # partitions arrive in order; a stable sort by part keeps each part's own order
