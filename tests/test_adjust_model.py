@@ -5,6 +5,7 @@ out-of-order streams, with and without keys, through `evtime explain adjust` and
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 import pyarrow.parquet as pq
 from hypothesis import given
 from hypothesis import strategies as st
@@ -38,6 +39,7 @@ def _write(path, rows, scale: int) -> None:
 SETTINGS = spark_settings(8)
 
 
+@pytest.mark.parametrize("where", ["local", "distributed"], indirect=True)
 @SETTINGS
 @given(
     rows=streams,
@@ -46,6 +48,8 @@ SETTINGS = spark_settings(8)
     keyed=st.booleans(),
 )
 def test_explain_adjust_equals_model(run_cli, tmp_path, rows, unit, range_, keyed):
+    """Read in the driver (small inputs: the prefix scan) and in Spark tasks (the search
+    in the output's parts, the reference time taken in the writer)."""
     path = tmp_path / "in.parquet"
     _write(path, rows, 777)  # ~0.8 us apart: usec/msec truncation merges and splits times
     args = ["explain", "adjust", "--unit", unit, "--range", range_, "--format", "csv", path]
@@ -63,6 +67,9 @@ def test_explain_adjust_equals_model(run_cli, tmp_path, rows, unit, range_, keye
         assert g["ref"] == iso(w.ref) and g["bound"] == iso(w.bound)
         assert g["released_by"] == ("" if w.released_by is None else str(w.released_by))
         assert g["output_pos"] == ("" if w.output_pos is None else str(w.output_pos))
+        late = f"late: evtime {iso(w.evtime)} is below the bound {iso(w.bound)}"
+        words = f"{late} (reference time - {range_} {unit})" if w.reason else ""
+        assert g["reason"] == words and g["source"] == str(path)
 
 
 @SETTINGS

@@ -214,6 +214,7 @@ def test_bad_rows_do_not_move_the_reference(run_cli, workdir):
     assert "read 3, released 2, discarded 1" in r.stderr
 
 
+@pytest.mark.parametrize("where", ["local", "distributed"], indirect=True)
 def test_explain_adjust_shows_bad_rows_as_discarded(run_cli, workdir):
     _write(workdir, "x.csv", HEAD + f"1,{T.format(0)}\n2,never\n3,{T.format(1)}\n")
     r = run_cli("explain", *ADJ, "--bad-rows", "discard", "--format", "csv", "x.csv")

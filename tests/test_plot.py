@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 import pyarrow.parquet as pq
 
 from tests.conftest import SAMPLES
@@ -28,6 +29,7 @@ def test_plot_png_of_the_seed(run_cli, workdir):
     assert len(r.csv()) == 5  # the table is still written
 
 
+@pytest.mark.parametrize("where", ["local", "distributed"], indirect=True)
 def test_plot_of_a_big_input_is_sampled_and_says_so(run_cli, workdir):
     n = 45_000
     pq.write_table(

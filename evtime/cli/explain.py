@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
 
@@ -132,7 +133,7 @@ def explain_adjust(**kw) -> None:
 
     from evtime.engine import adjust as engine
     from evtime.engine import present
-    from evtime.engine.scan import sort_in_parts
+    from evtime.engine.scan import apply_in_parts, sort_in_parts
     from evtime.io.reader import ROW, T
     from evtime.io.writer import ROUTE, Sink
     from evtime.units import truncated_range
@@ -142,30 +143,37 @@ def explain_adjust(**kw) -> None:
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     # (the raw time and the row number are not shown: explain does not checkpoint them)
     df = df.drop(*({lay.time_col, ROW} - {T}))
-    cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
     limits = truncated_range(inp.time_range, spec.unit_ns)  # (known: no job to find them)
-    df = engine.explain(cl, spec, [f.shown for f in files], limits)
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
-    frame = present.explain_frame(df, ("ref",), own)
-    fmt = explain_format(kw["fmt"], kw["output"])
-    cols = frame.columns
-    frame = frame.withColumn(
-        ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")
-    )
-    frame = sort_in_parts(frame, "arrival", limits=(1, max(read, 1)))  # arrivals: 1..read
+    sources = [f.shown for f in files]
+    frame, step = None, None
+    if not run.in_driver():  # (a small input read in the driver: no Python workers)
+        with contextlib.suppress(OverflowError):  # (times and range beyond int64 ns)
+            frame, step = engine.explain_in_parts(df, spec, sources, own, read, limits)
+    if step is None:
+        cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
+        frame = present.explain_frame(engine.explain(cl, spec, sources, limits), ("ref",), own)
+        frame = frame.withColumn(
+            ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")
+        )
+        frame = sort_in_parts(frame, "arrival", limits=(1, max(read, 1)))  # arrivals: 1..read
+    elif inp.rejected is not None:  # the bad rows bring their explain columns: made here
+        made = step.schema(frame.schema).fields  # for every other row by the step
+        nulls = {f.name: F.lit(None).cast(f.dataType) for f in made}
+        frame = frame.withColumns({c: v for c, v in nulls.items() if c not in frame.columns})
     frame = rejected_frame(frame, inp, own, file_source(files))
+    shown = frame if step is None else apply_in_parts(frame, step)  # (as written)
     sink = Sink(
         "explain",
         ("out", "discard"),
         kw["output"],
-        fmt,
-        cols,
+        explain_format(kw["fmt"], kw["output"]),
+        present.shown_columns(("ref",), own),
         list(present.NS_COLUMNS),
         kw["overwrite"],
     )
-    counts = run.write_and_publish(frame, [sink], lay)
+    counts = run.write_and_publish(frame, [sink], lay, step, shown.schema)
     if kw["plot"]:
-        shown = dict(own)
-        keys = tuple(shown[k] for k in spec.keys)
-        plot.plot(frame, read, kw["plot"], plot_title(), keys=keys)
+        keys = tuple(dict(own)[k] for k in spec.keys)
+        plot.plot(shown, read, kw["plot"], plot_title(), keys=keys)
     run.summary("explain adjust", ses, counts, started, read)

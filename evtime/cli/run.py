@@ -332,18 +332,21 @@ class Routed:
             yield b.append_column(ROUTE, route)
 
 
-def write_and_publish(df, sinks, lay, step=None) -> dict[str, int]:
+def write_and_publish(df, sinks, lay, step=None, schema=None) -> dict[str, int]:
     """``step``: run on each of ``df``'s sorted parts (not the bad rows after them) before
-    it is written (an :class:`evtime.io.writer.PartStep`, such as :class:`Routed`)."""
-    return publish_jobs([(df, sinks, lay)], step=step)
+    it is written (an :class:`evtime.io.writer.PartStep`, such as :class:`Routed`);
+    ``schema``: the Spark schema of the rows it yields, when it makes columns ``df`` lacks."""
+    return publish_jobs([(df, sinks, lay)], step=step, schema=schema)
 
 
-def publish_jobs(jobs, in_driver: Sequence[bool] | None = None, step=None) -> dict[str, int]:
+def publish_jobs(
+    jobs, in_driver: Sequence[bool] | None = None, step=None, schema=None
+) -> dict[str, int]:
     """Write every ``(frame, sinks, layout)`` (one Spark job each), then publish them all:
     no sink is published unless every one was written.  Rows seen per route, summed.
     ``in_driver``: per job, whether its rows come to this process to be written (default:
-    as the run reads, :func:`in_driver`; see also :func:`few_rows`); ``step``: see
-    :func:`write_and_publish`."""
+    as the run reads, :func:`in_driver`; see also :func:`few_rows`); ``step``, ``schema``:
+    see :func:`write_and_publish`."""
     from evtime.io import writer
 
     for _, sinks, _ in jobs:
@@ -354,7 +357,7 @@ def publish_jobs(jobs, in_driver: Sequence[bool] | None = None, step=None) -> di
         counts = _write_jobs(jobs, staging, in_driver, step)
         for frame, sinks, lay in jobs:
             for s in sinks:
-                writer.publish(s, staging, lay, frame.schema)
+                writer.publish(s, staging, lay, schema or frame.schema)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return counts

@@ -9,31 +9,43 @@ monotone ref sequence).  The output is the kept rows ordered by (evtime, arrival
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from evtime.engine import present
 from evtime.engine.scan import (
+    PROBE,
     KeptInPart,
+    apply_in_parts,
     arrival_numbers,
+    bucketer,
+    count_offsets,
     first_above,
     first_above_in_parts,
     join_small,
     kept_in_parts,
+    key_numbers,
     positions_in_parts,
     prefix_max,
+    running,
     sort_in_parts,
+    stacked_by_key,
     value_limits,
 )
-from evtime.io.reader import CHUNK, SEQ, T
+from evtime.io.reader import CHUNK, FILE, PART, SEQ, T
 from evtime.units import unit_ns
 
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
 REF, ARRIVAL = "_evt_ref", "_evt_arrival"  # a key's reference time; a global arrival number
 CARRIED = -(1 << 62)  # _evt_seq of a row carried from an earlier run: CARRIED + its arrival
+REL, RANK, POS = "_evt_rel", "_evt_rank", "_evt_pos"  # explain: released by, output position
 
 
 @dataclass(frozen=True)
@@ -201,6 +213,158 @@ def explain(
         )
         .drop("_rel", "_bound_before", "arrival", "output_pos")
     )
+
+
+def explain_in_parts(
+    df: DataFrame,
+    spec: AdjustSpec,
+    sources: Sequence[str],
+    own: Sequence[tuple[str, str]],
+    arrivals: int,
+    limits: tuple[int, int] | None = None,
+) -> tuple[DataFrame, ExplainInPart]:
+    """:func:`explain` without a prefix scan, for ``arrivals`` rows: returns them in
+    arrival order, as numbered parts with probe rows, and the step that makes each whole
+    part the explanation (:class:`ExplainInPart`; the writer runs it, or
+    :func:`~evtime.engine.scan.apply_in_parts`).  ``own``: the rows' own columns and the
+    names they are shown under (:func:`~evtime.engine.present.own_columns`).
+
+    * The search of :func:`~evtime.engine.scan.kept_in_parts`, in the output's parts,
+      gives each row the least arrival above its evtime + range*unit: the row is kept when
+      there is none or it comes later (then it is the arrival that releases it), and the
+      kept rows' places in their part.  Those rows are checkpointed; the kept rows per
+      part give the output positions.
+    * The reference time is the running maximum of evtime over the key's arrivals: each
+      part of arrivals starts from a probe row (arrival 0) with the maximum of the parts
+      before it, and the step takes the running maximum over the part.
+
+    Raises OverflowError when bounds or search values leave the int64 range."""
+    shown = dict(own)
+    keys = tuple(shown[k] for k in spec.keys)
+    rows = arrival_numbers(df, ARRIVAL).drop(CHUNK).withColumn(EVT, _evtime(spec))
+    rows = rows.withColumnsRenamed({c: s for c, s in own if c != s})
+    lims = limits or value_limits(rows, EVT)
+    if lims[0] is not None and lims[0] - spec.width < -(1 << 63):
+        raise OverflowError(f"{EVT} - {spec.width} leaves the int64 range")
+    parts, search = kept_in_parts(rows, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK)
+    # (checkpointed: the kept rows per part are counted before the rows are written)
+    found = apply_in_parts(parts, search).localCheckpoint()
+    before = count_offsets(found.where(KEEP), PART, "_off")
+    found = found.join(
+        F.broadcast(before.withColumnRenamed(PART, "_off_part")),
+        F.col(PART) == F.col("_off_part"),
+        "left",
+    )
+    found = found.withColumn(POS, F.when(F.col(KEEP), F.col("_off") + F.col(RANK)))
+    found = found.drop("_off", "_off_part", RANK)
+    # parts of arrivals, each led by the reference time per key the parts before leave
+    found = found.withColumns(
+        {PART: bucketer(1, max(arrivals, 1))(F.col(ARRIVAL)), PROBE: F.lit(False)}
+    )
+    top = found.groupBy(*keys, PART).agg(F.max(EVT).alias("_top"))
+    carry = running(top, keys, PART, {EVT: ("max", "_top")}).where(F.col(EVT).isNotNull())
+    carry = carry.select(
+        *keys, EVT, PART, F.lit(0).cast("long").alias(ARRIVAL), F.lit(True).alias(PROBE)
+    )
+    rows = found.unionByName(carry, allowMissingColumns=True)
+    step = ExplainInPart(spec, tuple(sources), keys)
+    return rows.repartition(PART).sortWithinPartitions(PART, ARRIVAL), step
+
+
+@dataclass(frozen=True)
+class ExplainInPart:
+    """The last step of :func:`explain_in_parts`, in Arrow, on each whole part of arrivals
+    (sorted by arrival, probe rows first): the reference time per key as a running maximum,
+    then every explain column (SPEC §5) and the route (released rows ``out``, discarded
+    ``discard``); the probe rows and the engine's columns are left out."""
+
+    spec: AdjustSpec
+    sources: tuple[str, ...]
+    keys: tuple[str, ...]  # the key columns, as the rows name them
+
+    READS = (EVT, T, FILE, ARRIVAL, KEEP, REL, POS, PROBE)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it reads (beside the ones it passes on)."""
+        return (*self.keys, *self.READS)
+
+    def schema(self, schema: StructType) -> StructType:
+        """The Spark schema of the rows it yields, for rows of ``schema``."""
+        from pyspark.sql.types import LongType, StringType, StructField
+
+        from evtime.io.writer import ROUTE
+
+        made = {c: LongType() for c in (*present.EXPLAIN_COLUMNS, "ref")}
+        made.update({c: StringType() for c in _TEXT_COLUMNS})
+        made[ROUTE] = StringType()
+        gone = {*self.READS, *made}
+        kept = [f for f in schema.fields if f.name not in gone]
+        return StructType([*kept, *(StructField(c, t) for c, t in made.items())])
+
+    def ref_before(self, part: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: the max evtime of the key's earlier arrivals (the part's probe rows
+        carry the parts before it), and whether there is one."""
+        evt = part.column(EVT).to_numpy()
+        order, key = key_numbers(part, self.keys)
+        if order is None:
+            order, key = np.arange(len(evt)), np.zeros(len(evt), np.int64)
+        ref, found = np.empty(len(evt), np.int64), np.empty(len(evt), bool)
+        if len(evt) == 0:
+            return ref, found
+        stacked, _, back = stacked_by_key(evt[order], key)
+        upto = np.maximum.accumulate(stacked)  # (no key's maximum reaches into the next)
+        first = np.r_[True, key[1:] != key[:-1]]
+        ref[order] = back(np.where(first, stacked, np.r_[stacked[:1], upto[:-1]]))
+        found[order] = ~first
+        return ref, found
+
+    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
+        from evtime.io.timeparse import format_ns
+        from evtime.io.writer import ROUTE
+
+        before, known = self.ref_before(part)
+        real = ~part.column(PROBE).to_numpy(zero_copy_only=False)
+        rows = part.filter(pa.array(real))
+        before, known = before[real], known[real]
+        evt = rows.column(EVT).to_numpy()
+        keep = rows.column(KEEP).to_numpy(zero_copy_only=False)
+        ref = np.where(known, np.maximum(before, evt), evt)
+        late = np.flatnonzero(~keep)
+        reason = pa.nulls(len(evt), pa.string())
+        if len(late):
+            words = pc.binary_join_element_wise(
+                "late: evtime ",
+                format_ns(pa.array(evt[late])),
+                " is below the bound ",
+                format_ns(pa.array(before[late] - self.spec.width)),
+                f" (reference time - {self.spec.range} {self.spec.unit})",
+                "",
+            )
+            reason = pc.replace_with_mask(reason, pa.array(~keep), words)
+        kept = pa.array(keep)
+        rel = pc.fill_null(pc.cast(rows.column(REL), pa.string()), "end")
+        made = {
+            "arrival": rows.column(ARRIVAL),
+            "source": pa.array(self.sources, pa.string()).take(rows.column(FILE)),
+            "time": rows.column(T),
+            "evtime": rows.column(EVT),
+            "decision": pc.if_else(kept, present.RELEASED, present.DISCARDED),
+            "bound": pa.array(ref - self.spec.width),
+            "ref": pa.array(ref),
+            "released_by": pc.if_else(kept, rel, pa.scalar(None, pa.string())),
+            "output_pos": rows.column(POS),
+            "windows": pa.nulls(len(evt), pa.string()),
+            "reason": reason,
+            ROUTE: pc.if_else(kept, "out", "discard"),
+        }
+        rows = rows.drop_columns([c for c in rows.column_names if c in {*self.READS, *made}])
+        for name, col in made.items():
+            rows = rows.append_column(name, col)
+        yield from rows.to_batches()
+
+
+_TEXT_COLUMNS = ("source", "decision", "released_by", "windows", "reason")
 
 
 def emitted_bounds(df: DataFrame, spec: AdjustSpec) -> DataFrame:

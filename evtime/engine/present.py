@@ -50,9 +50,18 @@ def explain_frame(
     df: DataFrame, extra_after_bound: tuple[str, ...], own: list[tuple[str, str]]
 ) -> DataFrame:
     """Columns in SPEC §5 order from the engine's ``_x_<name>`` columns, then the row's own."""
+    ours = shown_columns(extra_after_bound, [])
+    return df.select(
+        *[F.col(f"_x_{c}").alias(c) for c in ours], *[F.col(c).alias(s) for c, s in own]
+    )
+
+
+def shown_columns(extra_after_bound: tuple[str, ...], own: list[tuple[str, str]]) -> list[str]:
+    """The names of explain's columns in SPEC §5 order (``extra_after_bound`` after
+    ``bound``), then the row's own as shown."""
     cols = []
     for c in EXPLAIN_COLUMNS:
-        cols.append(F.col(f"_x_{c}").alias(c))
+        cols.append(c)
         if c == "bound":
-            cols.extend(F.col(f"_x_{e}").alias(e) for e in extra_after_bound)
-    return df.select(*cols, *[F.col(c).alias(shown) for c, shown in own])
+            cols.extend(extra_after_bound)
+    return [*cols, *(shown for _, shown in own)]

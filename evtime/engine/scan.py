@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ
 
@@ -367,13 +368,17 @@ class KeptInPart:
     among the rows of its ``by`` whose ``lead`` is above its own ``lead + width`` (a suffix
     of the key's rows in value order: a search in a sorted array, then a suffix minimum) is
     later than its own arrival, or there is none.  Called with a part, it yields the part's
-    batches without the probe rows, with the boolean column ``out``."""
+    batches without the probe rows, with the boolean column ``out``; with ``least``, also
+    that least arrival (null: none; for a kept row, the arrival that releases it); with
+    ``rank``, the kept rows' 1-based positions in the part (null for the others)."""
 
     lead: str
     arrival: str
     width: int
     out: str
     by: tuple[str, ...] = ()
+    least: str | None = None
+    rank: str | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -383,78 +388,122 @@ class KeptInPart:
     def kept(
         self, lead: np.ndarray, arrival: np.ndarray, key: np.ndarray | None = None
     ) -> np.ndarray:
-        """Per row, sorted by ``(key, lead)``: is it kept?  ``key``: the rows' key numbers
-        (0, 1, ...; None: one key).  (``lead + width + 1`` stays in int64:
+        """Per row, sorted by ``(key, lead)``: is it kept?  (see :meth:`search`)"""
+        return self.search(lead, arrival, key)[0]
+
+    def search(
+        self, lead: np.ndarray, arrival: np.ndarray, key: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row, sorted by ``(key, lead)``: is it kept, the least arrival above it and
+        whether there is one (where not, the least is meaningless).  ``key``: the rows' key
+        numbers (0, 1, ...; None: one key).  (``lead + width + 1`` stays in int64:
         :func:`_with_probes` checked it for every row and probe.)"""
         n = len(lead)
         if n == 0:
-            return np.zeros(0, bool)
+            return np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, bool)
         target = lead + (self.width + 1)
         if key is None:
             values, targets, arrivals, ends = lead, target, arrival, n
+            back = None
         else:  # each key's values (and arrivals) moved above every earlier key's: one
             # sorted array to search, one suffix minimum that cannot cross into an earlier key
-            values, targets = _stacked(lead, key, target)
-            arrivals, _ = _stacked(arrival, key)
+            values, targets, _ = stacked_by_key(lead, key, target)
+            arrivals, _, back = stacked_by_key(arrival, key)
             ends = np.searchsorted(key, key, side="right")  # (where each row's key ends)
         above = np.searchsorted(values, targets, side="left")
         inside = above < ends
         least = np.minimum.accumulate(arrivals[::-1])[::-1]  # from each row on
-        return ~inside | (least[np.where(inside, above, 0)] > arrivals)
-
-    def _keys(self, part: pa.Table) -> tuple[np.ndarray | None, np.ndarray | None]:
-        """The order that groups the part's rows by key, each key's rows in their order
-        (None: no keys), and their key numbers (0, 1, ...) in that order."""
-        if not self.by:
-            return None, None
-        code = np.zeros(part.num_rows, np.int64)
-        for c in self.by:
-            col = part.column(c)
-            if pa.types.is_floating(col.type):  # (-0.0 is 0.0, as in Spark's grouping)
-                col = pc.add(col, 0.0)
-            codes = pc.dictionary_encode(col).combine_chunks()
-            many = len(codes.dictionary)  # (null is a key of its own: number ``many``)
-            values = codes.indices.fill_null(many).to_numpy().astype(np.int64)
-            code = code * (many + 1) + values
-            if len(self.by) > 1:  # (numbered again: the product stays small)
-                code = np.unique(code, return_inverse=True)[1].astype(np.int64)
-        order = np.argsort(code, kind="stable")
-        code = code[order]
-        return order, np.cumsum(np.r_[True, code[1:] != code[:-1]]) - 1
+        least = least[np.where(inside, above, 0)]
+        kept = ~inside | (least > arrivals)
+        if back is not None:  # (the least above a row is of its own key: each row's own
+            # shift takes it back; rows with none take their own arrival, in their key too)
+            least = back(np.where(inside, least, arrivals))
+        return kept, least, inside
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
         lead, arrival = (part.column(c).to_numpy() for c in (self.lead, self.arrival))
-        order, key = self._keys(part)
+        order, key = key_numbers(part, self.by)
         if order is None:
-            kept = self.kept(lead, arrival)
+            kept, least, found = self.search(lead, arrival)
         else:
-            kept = np.empty(len(order), bool)
-            kept[order] = self.kept(lead[order], arrival[order], key)
+            kept, found = np.empty(len(order), bool), np.empty(len(order), bool)
+            least = np.empty(len(order), np.int64)
+            kept[order], least[order], found[order] = self.search(lead[order], arrival[order], key)
+        real = ~part.column(PROBE).to_numpy(zero_copy_only=False)
+        rank = np.cumsum(kept & real) if self.rank else None
         start = 0
         for b in part.to_batches():
             n = b.num_rows
-            rows = ~b.column(PROBE).to_numpy(zero_copy_only=False)
-            flag = pa.array(kept[start : start + n][rows])
+            rows = real[start : start + n]
+            at = slice(start, start + n)
             start += n
-            yield b.filter(pa.array(rows)).drop_columns([PROBE]).append_column(self.out, flag)
+            b = b.filter(pa.array(rows)).drop_columns([PROBE])
+            k = kept[at][rows]
+            b = b.append_column(self.out, pa.array(k))
+            if self.least:
+                b = b.append_column(self.least, pa.array(least[at][rows], mask=~found[at][rows]))
+            if self.rank:
+                b = b.append_column(self.rank, pa.array(rank[at][rows], mask=~k))
+            yield b
+
+    def schema(self, schema: StructType) -> StructType:
+        """The Spark schema of the rows it yields, for rows of ``schema``."""
+        from pyspark.sql.types import BooleanType, LongType, StructField
+
+        out = [f for f in schema.fields if f.name not in (PROBE, self.out, self.least, self.rank)]
+        out.append(StructField(self.out, BooleanType()))
+        out.extend(StructField(c, LongType()) for c in (self.least, self.rank) if c)
+        return StructType(out)
 
 
-def _stacked(
+def key_numbers(part: pa.Table, by: Sequence[str]) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """The order that groups a part's rows by the columns ``by``, each key's rows in their
+    order (None: no keys), and their key numbers (0, 1, ...) in that order.  Keys compare
+    as in Spark's grouping: null is a key of its own, -0.0 is 0.0."""
+    if not by:
+        return None, None
+    code = np.zeros(part.num_rows, np.int64)
+    for c in by:
+        col = part.column(c)
+        if pa.types.is_floating(col.type):  # (-0.0 is 0.0, as in Spark's grouping)
+            col = pc.add(col, 0.0)
+        codes = pc.dictionary_encode(col).combine_chunks()
+        many = len(codes.dictionary)  # (null is a key of its own: number ``many``)
+        values = codes.indices.fill_null(many).to_numpy().astype(np.int64)
+        code = code * (many + 1) + values
+        if len(by) > 1:  # (numbered again: the product stays small)
+            code = np.unique(code, return_inverse=True)[1].astype(np.int64)
+    order = np.argsort(code, kind="stable")
+    code = code[order]
+    return order, np.cumsum(np.r_[True, code[1:] != code[:-1]]) - 1
+
+
+def stacked_by_key(
     values: np.ndarray, key: np.ndarray, more: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray | None]:
+) -> tuple[np.ndarray, np.ndarray | None, Callable[[np.ndarray], np.ndarray]]:
     """``values`` (and ``more``, the same way) with each key's block moved above every
     earlier key's: ``value + key * span``, or, when that would leave int64, the values'
-    ranks among both arrays (same order, smaller numbers).  ``key``: non-decreasing."""
+    ranks among both arrays (same order, smaller numbers); and the function that takes
+    such numbers, one per row (of the row's key), back to values.  ``key``:
+    non-decreasing."""
     both = values if more is None else np.concatenate([values, more])
     lo, hi = int(both.min()), int(both.max())
     span = hi - lo + 1
     if span * (int(key[-1]) + 1) < 1 << 62:  # (then no step below leaves int64 either)
         shift = key * span
-        return values - lo + shift, None if more is None else more - lo + shift
-    _, rank = np.unique(both, return_inverse=True)
+        return (
+            values - lo + shift,
+            None if more is None else more - lo + shift,
+            lambda s: s - shift + lo,
+        )
+    distinct, rank = np.unique(both, return_inverse=True)
     shift = key * len(both)
     n = len(values)
-    return rank[:n] + shift, None if more is None else rank[n:] + shift
+    return (
+        rank[:n] + shift,
+        None if more is None else rank[n:] + shift,
+        lambda s: distinct[s - shift],
+    )
 
 
 def kept_in_parts(
@@ -465,6 +514,8 @@ def kept_in_parts(
     out: str,
     by: Sequence[str] = (),
     limits: tuple[int, int] | None = None,
+    least: str | None = None,
+    rank: str | None = None,
 ) -> tuple[DataFrame, KeptInPart]:
     """The rows in numbered parts, in the order ``(lead, arrival)`` (as
     :func:`sort_in_parts`), for the keep rule of a bound ``width`` behind the running
@@ -476,9 +527,10 @@ def kept_in_parts(
     The parts also hold the probe rows (:data:`PROBE`, see :func:`_with_probes`); the rule
     is applied by the returned :class:`KeptInPart` to each whole part, where the rows are
     written: it drops the probes and adds ``out`` (a window in Spark cost more than the
-    search in Arrow).  Run it over a DataFrame with :func:`apply_in_parts`."""
+    search in Arrow).  Run it over a DataFrame with :func:`apply_in_parts`.  ``least``,
+    ``rank``: columns the step adds too (see :class:`KeptInPart`)."""
     lo, hi = limits or value_limits(df, lead)
-    step = KeptInPart(lead, arrival, width, out, tuple(by))
+    step = KeptInPart(lead, arrival, width, out, tuple(by), least, rank)
     if lo is None:
         rows = df.withColumns({PART: F.lit(0).cast("long"), PROBE: F.lit(False)})
     else:
@@ -486,17 +538,15 @@ def kept_in_parts(
     return rows.sortWithinPartitions(PART, lead, arrival), step
 
 
-def apply_in_parts(df: DataFrame, step: KeptInPart) -> DataFrame:
-    """``step`` run over each whole part of ``df`` (rows sorted by ``PART``, each part in
-    one Spark partition): ``df``'s rows without the probes, with ``step.out``.  The writer
-    runs the step itself, in the tasks that write the parts (no second trip of the rows to
-    Python); this is for every other reader of the rows."""
-    from pyspark.sql.types import BooleanType, StructField, StructType
-
+def apply_in_parts(df: DataFrame, step) -> DataFrame:
+    """``step`` (a :class:`~evtime.io.writer.PartStep` with a ``schema``, such as
+    :class:`KeptInPart`) run over each whole part of ``df`` (rows sorted by ``PART``, each
+    part in one Spark partition, the parts from :data:`AFTER_PARTS` on passed as they are):
+    the rows it yields.  The writer can run a step itself, in the tasks that write the parts
+    (no second trip of the rows to Python); this is for every other reader of the rows."""
     from evtime.io.writer import through_step
 
-    fields = [f for f in df.schema.fields if f.name not in (PROBE, step.out)]
-    schema = StructType([*fields, StructField(step.out, BooleanType())])
+    schema = step.schema(df.schema)
     names = schema.fieldNames()
 
     def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
