@@ -5,8 +5,8 @@ out-of-order streams, with and without keys, through `evtime explain adjust` and
 from __future__ import annotations
 
 import pyarrow as pa
-import pytest
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pyarrow as pa
-import pytest
 import pyarrow.parquet as pq
+import pytest
 
 from tests.conftest import SAMPLES
 
