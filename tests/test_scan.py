@@ -173,3 +173,19 @@ def test_kept_with_keys_far_apart_in_value_and_arrival():
             )
         )
         assert [bool(g) for g in got] == [want[i] for i in order]
+
+
+def test_kept_before_counts_every_part_or_says_where(tmp_path):
+    """explain adjust's output positions start from the kept rows of the parts before; the
+    counts the search tasks leave must account for every row read, or the run stops with
+    the way out (a staging directory the executors share)."""
+    from evtime.engine.adjust import kept_before
+    from evtime.errors import OutputError
+
+    (tmp_path / "kept-000000").write_text("3 4\n")
+    (tmp_path / "kept-000002").write_text("5 5\n")
+    (tmp_path / "kept-000007.ab12").write_text("9 9\n")  # (a file being written: not read)
+    before = kept_before(str(tmp_path), 9)
+    assert list(before[:4]) == [0, 3, 3, 8] and before[7] == 8 and len(before) == 1024
+    with pytest.raises(OutputError, match="counted 9 of 10 rows.*EVTIME_STAGING"):
+        kept_before(str(tmp_path), 10)

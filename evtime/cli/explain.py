@@ -129,13 +129,12 @@ def explain_adjust(**kw) -> None:
 
         plot.check_path(kw["plot"])  # before Spark starts
     ses, inp = run.session_of(kw), run.inputs_of(kw)
-    from pyspark.sql import functions as F
 
     from evtime.engine import adjust as engine
     from evtime.engine import present
-    from evtime.engine.scan import apply_in_parts, sort_in_parts
+    from evtime.engine.scan import apply_in_parts
     from evtime.io.reader import ROW, T
-    from evtime.io.writer import ROUTE, Sink
+    from evtime.io.writer import Sink
     from evtime.units import truncated_range
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
@@ -146,34 +145,54 @@ def explain_adjust(**kw) -> None:
     limits = truncated_range(inp.time_range, spec.unit_ns)  # (known: no job to find them)
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
     sources = [f.shown for f in files]
-    frame, step = None, None
-    if not run.in_driver():  # (a small input read in the driver: no Python workers)
-        with contextlib.suppress(OverflowError):  # (times and range beyond int64 ns)
-            frame, step = engine.explain_in_parts(df, spec, sources, own, read, limits)
-    if step is None:
-        cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
-        frame = present.explain_frame(engine.explain(cl, spec, sources, limits), ("ref",), own)
-        frame = frame.withColumn(
-            ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")
+    with contextlib.ExitStack() as shared:
+        frame, step = _adjust_frame(df, spec, inp, own, sources, read, limits, shared)
+        frame = rejected_frame(frame, inp, own, file_source(files))
+        shown = frame if step is None else apply_in_parts(frame, step)  # (as written)
+        sink = Sink(
+            "explain",
+            ("out", "discard"),
+            kw["output"],
+            explain_format(kw["fmt"], kw["output"]),
+            present.shown_columns(("ref",), own),
+            list(present.NS_COLUMNS),
+            kw["overwrite"],
         )
-        frame = sort_in_parts(frame, "arrival", limits=(1, max(read, 1)))  # arrivals: 1..read
-    elif inp.rejected is not None:  # the bad rows bring their explain columns: made here
-        made = step.schema(frame.schema).fields  # for every other row by the step
-        nulls = {f.name: F.lit(None).cast(f.dataType) for f in made}
-        frame = frame.withColumns({c: v for c, v in nulls.items() if c not in frame.columns})
-    frame = rejected_frame(frame, inp, own, file_source(files))
-    shown = frame if step is None else apply_in_parts(frame, step)  # (as written)
-    sink = Sink(
-        "explain",
-        ("out", "discard"),
-        kw["output"],
-        explain_format(kw["fmt"], kw["output"]),
-        present.shown_columns(("ref",), own),
-        list(present.NS_COLUMNS),
-        kw["overwrite"],
-    )
-    counts = run.write_and_publish(frame, [sink], lay, step, shown.schema)
-    if kw["plot"]:
-        keys = tuple(dict(own)[k] for k in spec.keys)
-        plot.plot(shown, read, kw["plot"], plot_title(), keys=keys)
+        counts = run.write_and_publish(frame, [sink], lay, step, shown.schema)
+        if kw["plot"]:
+            keys = tuple(dict(own)[k] for k in spec.keys)
+            plot.plot(shown, read, kw["plot"], plot_title(), keys=keys)
     run.summary("explain adjust", ses, counts, started, read)
+
+
+def _adjust_frame(df, spec, inp, own, sources, read, limits, shared):
+    """explain adjust's rows in arrival order, to write, and the step the writer runs on
+    each part (None: the rows are the explanation).  Read in Spark tasks, the search in the
+    output's parts and the reference time in the writer
+    (:func:`evtime.engine.adjust.explain_in_parts`, sharing a directory entered on the
+    ``shared`` ExitStack); read in the driver, the prefix scan (no Python workers)."""
+    from pyspark.sql import functions as F
+
+    from evtime.engine import adjust as engine
+    from evtime.engine import present
+    from evtime.engine.scan import sort_in_parts
+    from evtime.io.writer import ROUTE, shared_dir
+
+    if not run.in_driver():
+        counted = shared.enter_context(shared_dir())  # (the kept rows per part)
+        with contextlib.suppress(OverflowError):  # (times and range beyond int64 ns)
+            good = read - run.rejected_count(inp)  # (arrivals 1..good: bad rows have none)
+            frame, step = engine.explain_in_parts(df, spec, sources, own, good, counted, limits)
+            if inp.rejected is not None:  # the bad rows bring their explain columns: here
+                made = step.schema(frame.schema).fields  # they are null, made by the step
+                nulls = {f.name: F.lit(None).cast(f.dataType) for f in made}
+                frame = frame.withColumns(
+                    {c: v for c, v in nulls.items() if c not in frame.columns}
+                )
+            return frame, step
+    cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
+    frame = present.explain_frame(engine.explain(cl, spec, sources, limits), ("ref",), own)
+    frame = frame.withColumn(
+        ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")
+    )
+    return sort_in_parts(frame, "arrival", limits=(1, max(read, 1))), None  # arrivals: 1..read

@@ -21,12 +21,12 @@ from pyspark.sql.types import StructType
 
 from evtime.engine import present
 from evtime.engine.scan import (
+    AFTER_PARTS,
     PROBE,
     KeptInPart,
     apply_in_parts,
     arrival_numbers,
     bucketer,
-    count_offsets,
     first_above,
     first_above_in_parts,
     join_small,
@@ -45,7 +45,8 @@ from evtime.units import unit_ns
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
 REF, ARRIVAL = "_evt_ref", "_evt_arrival"  # a key's reference time; a global arrival number
 CARRIED = -(1 << 62)  # _evt_seq of a row carried from an earlier run: CARRIED + its arrival
-REL, RANK, POS = "_evt_rel", "_evt_rank", "_evt_pos"  # explain: released by, output position
+REL, RANK = "_evt_rel", "_evt_rank"  # explain: released by, place among its part's kept rows
+VPART = "_evt_vpart"  # explain: the row's part of the output (by evtime)
 
 
 @dataclass(frozen=True)
@@ -221,22 +222,27 @@ def explain_in_parts(
     sources: Sequence[str],
     own: Sequence[tuple[str, str]],
     arrivals: int,
+    counts: str,
     limits: tuple[int, int] | None = None,
 ) -> tuple[DataFrame, ExplainInPart]:
     """:func:`explain` without a prefix scan, for ``arrivals`` rows: returns them in
     arrival order, as numbered parts with probe rows, and the step that makes each whole
     part the explanation (:class:`ExplainInPart`; the writer runs it, or
     :func:`~evtime.engine.scan.apply_in_parts`).  ``own``: the rows' own columns and the
-    names they are shown under (:func:`~evtime.engine.present.own_columns`).
+    names they are shown under (:func:`~evtime.engine.present.own_columns`); ``counts``: a
+    directory every Spark task and this process share (the writer's staging directory),
+    where the search leaves the kept rows per part of the output.
 
     * The search of :func:`~evtime.engine.scan.kept_in_parts`, in the output's parts,
       gives each row the least arrival above its evtime + range*unit: the row is kept when
       there is none or it comes later (then it is the arrival that releases it), and the
-      kept rows' places in their part.  Those rows are checkpointed; the kept rows per
-      part give the output positions.
+      kept rows' places in their part.  Each part's kept rows are counted
+      (:class:`CountedInPart`); the rows go on, in the same job, into parts of arrivals,
+      whose tasks start once every part is counted and add the count of the parts before
+      to the places: the output positions.
     * The reference time is the running maximum of evtime over the key's arrivals: each
       part of arrivals starts from a probe row (arrival 0) with the maximum of the parts
-      before it, and the step takes the running maximum over the part.
+      before it (a small aggregate), and the step takes the running maximum over the part.
 
     Raises OverflowError when bounds or search values leave the int64 range."""
     shown = dict(own)
@@ -247,42 +253,97 @@ def explain_in_parts(
     if lims[0] is not None and lims[0] - spec.width < -(1 << 63):
         raise OverflowError(f"{EVT} - {spec.width} leaves the int64 range")
     parts, search = kept_in_parts(rows, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK)
-    # (checkpointed: the kept rows per part are counted before the rows are written)
-    found = apply_in_parts(parts, search).localCheckpoint()
-    before = count_offsets(found.where(KEEP), PART, "_off")
-    found = found.join(
-        F.broadcast(before.withColumnRenamed(PART, "_off_part")),
-        F.col(PART) == F.col("_off_part"),
-        "left",
-    )
-    found = found.withColumn(POS, F.when(F.col(KEEP), F.col("_off") + F.col(RANK)))
-    found = found.drop("_off", "_off_part", RANK)
+    found = apply_in_parts(parts, CountedInPart(search, counts)).drop(SEQ)
     # parts of arrivals, each led by the reference time per key the parts before leave
-    found = found.withColumns(
-        {PART: bucketer(1, max(arrivals, 1))(F.col(ARRIVAL)), PROBE: F.lit(False)}
-    )
-    top = found.groupBy(*keys, PART).agg(F.max(EVT).alias("_top"))
+    in_arrivals = bucketer(1, max(arrivals, 1))(F.col(ARRIVAL))
+    found = found.withColumns({VPART: F.col(PART), PART: in_arrivals, PROBE: F.lit(False)})
+    top = rows.groupBy(*keys, in_arrivals.alias(PART)).agg(F.max(EVT).alias("_top"))
     carry = running(top, keys, PART, {EVT: ("max", "_top")}).where(F.col(EVT).isNotNull())
     carry = carry.select(
         *keys, EVT, PART, F.lit(0).cast("long").alias(ARRIVAL), F.lit(True).alias(PROBE)
     )
     rows = found.unionByName(carry, allowMissingColumns=True)
-    step = ExplainInPart(spec, tuple(sources), keys)
+    step = ExplainInPart(spec, tuple(sources), keys, counts, arrivals)
     return rows.repartition(PART).sortWithinPartitions(PART, ARRIVAL), step
+
+
+@dataclass(frozen=True)
+class CountedInPart:
+    """:class:`~evtime.engine.scan.KeptInPart` (with a ``rank``) that also leaves, per
+    part, how many of its rows are kept and how many it has, in the file
+    ``<counts>/kept-<part>`` (written whole under another name, then renamed: a task run
+    again writes the same numbers)."""
+
+    search: KeptInPart
+    counts: str
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return (*self.search.columns, PART)
+
+    def schema(self, schema: StructType) -> StructType:
+        return self.search.schema(schema)
+
+    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
+        import os
+        import uuid
+
+        kept = rows = 0
+        for b in self.search(part):
+            kept += b.num_rows - b.column(self.search.rank).null_count
+            rows += b.num_rows
+            yield b
+        path = os.path.join(self.counts, f"kept-{part.column(PART)[0].as_py():06d}")
+        tmp = f"{path}.{uuid.uuid4().hex}"
+        with open(tmp, "w") as f:
+            f.write(f"{kept} {rows}\n")
+        os.replace(tmp, path)
+
+
+def kept_before(counts: str, arrivals: int) -> np.ndarray:
+    """Per part of the output (0..1023), the kept rows of the parts before it, from the
+    files :class:`CountedInPart` left in ``counts``; they must account for every one of
+    the ``arrivals``."""
+    from pathlib import Path
+
+    from evtime.errors import OutputError, in_task
+
+    kept = np.zeros(AFTER_PARTS + 1, np.int64)
+    rows = 0
+    for f in Path(counts).glob("kept-*"):
+        if "." not in f.name:  # (not a file being written)
+            k, n = map(int, f.read_text().split())
+            kept[int(f.name[5:]) + 1] = k
+            rows += n
+    if rows != arrivals:
+        raise in_task(  # (raised in a Spark task: the CLI shows the line alone)
+            OutputError(
+                f"the Spark tasks counted {rows} of {arrivals} rows in {counts}: on a cluster, "
+                "set EVTIME_STAGING to a directory mounted at the same path on this machine "
+                "and every executor"
+            )
+        )
+    return np.cumsum(kept)[:-1]
+
+
+_KEPT_BEFORE: dict[str, np.ndarray] = {}  # per counts directory, in a Python worker
 
 
 @dataclass(frozen=True)
 class ExplainInPart:
     """The last step of :func:`explain_in_parts`, in Arrow, on each whole part of arrivals
     (sorted by arrival, probe rows first): the reference time per key as a running maximum,
-    then every explain column (SPEC §5) and the route (released rows ``out``, discarded
-    ``discard``); the probe rows and the engine's columns are left out."""
+    the output positions (:func:`kept_before`), then every explain column (SPEC §5) and the
+    route (released rows ``out``, discarded ``discard``); the probe rows and the engine's
+    columns are left out."""
 
     spec: AdjustSpec
     sources: tuple[str, ...]
     keys: tuple[str, ...]  # the key columns, as the rows name them
+    counts: str
+    arrivals: int
 
-    READS = (EVT, T, FILE, ARRIVAL, KEEP, REL, POS, PROBE)
+    READS = (EVT, T, FILE, ARRIVAL, KEEP, REL, RANK, VPART, PROBE)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -319,6 +380,14 @@ class ExplainInPart:
         found[order] = ~first
         return ref, found
 
+    def positions(self, rows: pa.Table, keep: np.ndarray) -> pa.Array:
+        """The kept rows' 1-based output positions (null for the others)."""
+        if self.counts not in _KEPT_BEFORE:
+            _KEPT_BEFORE[self.counts] = kept_before(self.counts, self.arrivals)
+        before = _KEPT_BEFORE[self.counts][rows.column(VPART).to_numpy()]
+        rank = rows.column(RANK).fill_null(0).to_numpy()
+        return pa.array(before + rank, mask=~keep)
+
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
         from evtime.io.timeparse import format_ns
         from evtime.io.writer import ROUTE
@@ -353,7 +422,7 @@ class ExplainInPart:
             "bound": pa.array(ref - self.spec.width),
             "ref": pa.array(ref),
             "released_by": pc.if_else(kept, rel, pa.scalar(None, pa.string())),
-            "output_pos": rows.column(POS),
+            "output_pos": self.positions(rows, keep),
             "windows": pa.nulls(len(evt), pa.string()),
             "reason": reason,
             ROUTE: pc.if_else(kept, "out", "discard"),

@@ -348,6 +348,17 @@ def staging_dir() -> str:
     return tempfile.mkdtemp(prefix="evtime-", dir=base)
 
 
+@contextlib.contextmanager
+def shared_dir() -> Iterator[str]:
+    """A fresh directory (:func:`staging_dir`) for files the Spark tasks leave for each
+    other, removed with everything in it at the end."""
+    path = staging_dir()
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
 def _parts(staging: str, name: str) -> list[str]:
     prefix = f"part-{name}-"
     return [os.path.join(staging, n) for n in sorted(os.listdir(staging)) if n.startswith(prefix)]
