@@ -382,7 +382,8 @@ class ExplainInPart:
 
     def positions(self, rows: pa.Table, keep: np.ndarray) -> pa.Array:
         """The kept rows' 1-based output positions (null for the others)."""
-        if self.counts not in _KEPT_BEFORE:
+        if self.counts not in _KEPT_BEFORE:  # (a worker lives on: only this run's)
+            _KEPT_BEFORE.clear()
             _KEPT_BEFORE[self.counts] = kept_before(self.counts, self.arrivals)
         before = _KEPT_BEFORE[self.counts][rows.column(VPART).to_numpy()]
         rank = rows.column(RANK).fill_null(0).to_numpy()
