@@ -112,11 +112,23 @@ def test_kept_in_one_part_is_the_rule_over_arrival_order(values, width, keys):
             PROBE: [False] * len(order),
         }
     )
-    step = KeptInPart("v", "a", width, "keep", ("k",) if keys else ())
+    step = KeptInPart("v", "a", width, "keep", ("k",) if keys else (), "least", "rank")
     got = pa.Table.from_batches(list(step(part)))
     want = _kept_by_arrival(values, width, keys)
     assert got.column("keep").to_pylist() == [want[i] for i in order]
     assert got.column("a").to_pylist() == order and PROBE not in got.column_names
+    key = keys or [None] * len(values)
+    above = [
+        min(
+            (j for j in range(len(values)) if key[j] == key[i] and values[j] > values[i] + width),
+            default=None,
+        )
+        for i in order
+    ]  # the least arrival of the row's key above its value + width
+    assert got.column("least").to_pylist() == above
+    ranks = [sum(want[j] for j in order[: at + 1]) for at in range(len(order))]
+    kept_ranks = [r if want[i] else None for r, i in zip(ranks, order, strict=True)]
+    assert got.column("rank").to_pylist() == kept_ranks
 
 
 @spark_settings(10, suppress_health_check=[HealthCheck.too_slow])
@@ -163,7 +175,14 @@ def test_kept_with_keys_far_apart_in_value_and_arrival():
         code = np.array([ord(keys[i]) - ord("a") for i in order])
         step = KeptInPart("v", "a", 4, "keep", ("k",))
         lead = np.array([values[i] for i in order], np.int64)
-        got = step.kept(lead, np.array([arrivals[i] for i in order], np.int64), code)
+        arrival = np.array([arrivals[i] for i in order], np.int64)
+        got, least, found = step.search(lead, arrival, code)
+        assert np.array_equal(got, step.kept(lead, arrival, code))
+        for at, i in enumerate(order):  # the least arrival of the key above value + 4
+            above = [
+                arrivals[j] for j in range(8) if keys[j] == keys[i] and values[j] > values[i] + 4
+            ]
+            assert (least[at] if found[at] else None) == (min(above) if above else None)
         by_arrival = sorted(range(8), key=lambda i: arrivals[i])
         want = dict(
             zip(

@@ -171,7 +171,8 @@ class _HeldPart:
 class PartStep(Protocol):
     """A step run on every whole part (rows sorted by PART, parts below a number) before
     its rows are routed and written: it yields the part's rows to write, with their ROUTE
-    (evtime.cli.run.Routed around evtime.engine.scan.KeptInPart)."""
+    (evtime.cli.run.Routed around evtime.engine.scan.KeptInPart; explain adjust's
+    evtime.engine.adjust.ExplainInPart, which also makes the columns it writes)."""
 
     @property
     def columns(self) -> tuple[str, ...]:
