@@ -247,13 +247,14 @@ def explain_in_parts(
     Raises OverflowError when bounds or search values leave the int64 range."""
     shown = dict(own)
     keys = tuple(shown[k] for k in spec.keys)
-    rows = arrival_numbers(df, ARRIVAL).drop(CHUNK).withColumn(EVT, _evtime(spec))
+    # (from here on rows are known by their arrival number: no SEQ through the shuffles)
+    rows = arrival_numbers(df, ARRIVAL).drop(CHUNK, SEQ).withColumn(EVT, _evtime(spec))
     rows = rows.withColumnsRenamed({c: s for c, s in own if c != s})
     lims = limits or value_limits(rows, EVT)
     if lims[0] is not None and lims[0] - spec.width < -(1 << 63):
         raise OverflowError(f"{EVT} - {spec.width} leaves the int64 range")
     parts, search = kept_in_parts(rows, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK)
-    found = apply_in_parts(parts, CountedInPart(search, counts)).drop(SEQ)
+    found = apply_in_parts(parts, CountedInPart(search, counts))
     # parts of arrivals, each led by the reference time per key the parts before leave
     in_arrivals = bucketer(1, max(arrivals, 1))(F.col(ARRIVAL))
     found = found.withColumns({VPART: F.col(PART), PART: in_arrivals, PROBE: F.lit(False)})
