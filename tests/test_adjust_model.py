@@ -7,7 +7,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from evtime.units import UNITS
@@ -46,6 +46,13 @@ SETTINGS = spark_settings(8)
     unit=st.sampled_from(["nsec", "usec", "msec"]),
     range_=st.integers(0, 1500),
     keyed=st.booleans(),
+)
+# a null key is a key of its own; ties in time across keys; a late row of the null key
+@example(
+    rows=[(None, 5), ("a", 9), (None, 0), ("a", 5), (None, -3000)],
+    unit="usec",
+    range_=2,
+    keyed=True,
 )
 def test_explain_adjust_equals_model(run_cli, tmp_path, rows, unit, range_, keyed):
     """Read in the driver (small inputs: the prefix scan) and in Spark tasks (the search
