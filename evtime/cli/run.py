@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -352,14 +351,11 @@ def publish_jobs(
     for _, sinks, _ in jobs:
         for s in sinks:
             writer.check_sink(s)
-    staging = writer.staging_dir()
-    try:
+    with writer.shared_dir() as staging:
         counts = _write_jobs(jobs, staging, in_driver, step)
         for frame, sinks, lay in jobs:
             for s in sinks:
                 writer.publish(s, staging, lay, schema or frame.schema)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return counts
 
 
@@ -492,30 +488,35 @@ def commit_jobs(sinks, jobs, stf: Stateful, meta: dict) -> dict[str, int]:
 
     for s in sinks:
         writer.check_sink(s)
-    staging = writer.staging_dir()
-    try:
-        gen = stf.sd.begin(stf.st, sinks, staging)
-        placed: dict[str, tuple] = {}
-        written = list(jobs(gen))
-        counts = _write_jobs(written, staging)
-        for frame, job_sinks, lay in written:
-            for s in job_sinks:
-                if any(s is o for o in sinks):
-                    placed[s.name] = (lay, frame.schema)
-                else:
-                    writer.publish(s, staging, lay, frame.schema)
-        crash_point("state-written")
-        held = sum(n for r, n in counts.items() if r == "held" or r.startswith("held:"))
-        meta = {**meta, **stf.st.run, "command": meta["command"], "held": held, "ended": stf.flush}
-        layouts = [placed[s.name] for s in sinks]
-        stf.sd.commit(stf.st, sinks, staging, None, None, meta, layouts)
-    except Exception:
-        stf.sd.abort()
-        raise
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-        stf.sd.close()
-    return counts
+    with writer.shared_dir() as staging:
+        try:
+            gen = stf.sd.begin(stf.st, sinks, staging)
+            placed: dict[str, tuple] = {}
+            written = list(jobs(gen))
+            counts = _write_jobs(written, staging)
+            for frame, job_sinks, lay in written:
+                for s in job_sinks:
+                    if any(s is o for o in sinks):
+                        placed[s.name] = (lay, frame.schema)
+                    else:
+                        writer.publish(s, staging, lay, frame.schema)
+            crash_point("state-written")
+            held = sum(n for r, n in counts.items() if r == "held" or r.startswith("held:"))
+            meta = {
+                **meta,
+                **stf.st.run,
+                "command": meta["command"],
+                "held": held,
+                "ended": stf.flush,
+            }
+            layouts = [placed[s.name] for s in sinks]
+            stf.sd.commit(stf.st, sinks, staging, None, None, meta, layouts)
+        except Exception:
+            stf.sd.abort()
+            raise
+        finally:
+            stf.sd.close()
+        return counts
 
 
 def count_read(df, inp: Inputs | None = None) -> int:

@@ -112,11 +112,8 @@ def classify_in_order(
     Returns the rows in output order and the step that adds the keep flag to each whole
     part (:class:`~evtime.engine.scan.KeptInPart`; None: the rows have it)."""
     timed = df.withColumn(EVT, _evtime(spec))
-    lims = limits or value_limits(timed, EVT)
-    if lims[0] is None:  # no rows
-        return order(timed.withColumn(KEEP, F.lit(True))), None
-    try:
-        return kept_in_parts(timed, EVT, spec.width, SEQ, KEEP, spec.keys, lims)
+    try:  # (no rows: kept_in_parts gives them as one part)
+        return kept_in_parts(timed, EVT, spec.width, SEQ, KEEP, spec.keys, limits)
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
         return order(classify(df, spec)), None
 

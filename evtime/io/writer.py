@@ -351,8 +351,9 @@ def staging_dir() -> str:
 
 @contextlib.contextmanager
 def shared_dir() -> Iterator[str]:
-    """A fresh directory (:func:`staging_dir`) for files the Spark tasks leave for each
-    other, removed with everything in it at the end."""
+    """A fresh directory (:func:`staging_dir`) that the Spark tasks and this process share
+    (part files, files the tasks leave for each other), removed with everything in it at
+    the end."""
     path = staging_dir()
     try:
         yield path
