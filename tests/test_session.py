@@ -13,6 +13,7 @@ from evtime.session import (
     local_heap,
     local_heap_setting,
 )
+from tests.conftest import SAMPLES
 
 GIB = 1 << 30
 
@@ -77,3 +78,53 @@ def test_spark_options_before_the_command_apply_to_it(monkeypatch, tmp_path, com
     with pytest.raises(SystemExit):
         main([*command, *own])  # none before the command: the command's own alone
     assert not seen[0].reuse_server and seen[0].master is None and seen[0].conf == ("b=2",)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["adjust", "--unit", "msec", "--range", "1"],
+        ["explain", "adjust", "--unit", "msec", "--range", "1"],
+        ["merge"],
+        ["bound", "--window", "1s", "--agg", "count(*)"],
+    ],
+    ids=["adjust", "explain", "merge", "bound"],
+)
+@pytest.mark.parametrize("opt", ["-o", "--discards"])
+def test_existing_output_is_refused_before_spark_starts(
+    monkeypatch, tmp_path, capsys, command, opt
+):
+    """An output that exists (without --overwrite), or whose directory does not, is one line
+    and exit 1 before any Spark session is built; with --overwrite the run goes on to
+    build one."""
+    import evtime.session
+    from evtime.cli import main
+
+    if command[0] == "explain" and opt == "--discards":
+        pytest.skip("explain has no --discards")
+    built = []
+
+    def build_session(*args, **kwargs):
+        built.append(args)
+        raise SystemExit(9)
+
+    monkeypatch.setattr(evtime.session, "build_session", build_session)
+    there = tmp_path / "there.csv"
+    there.write_text("keep me\n")
+    given = [*command, str(SAMPLES / "tuples.parquet"), opt, str(there)]
+    for args, words in [
+        (given, [str(there), "exists", "--overwrite"]),
+        (
+            [*command, str(SAMPLES / "tuples.parquet"), opt, str(tmp_path / "no" / "x.csv")],
+            ["directory", str(tmp_path / "no"), "does not exist"],
+        ),
+    ]:
+        with pytest.raises(SystemExit) as done:
+            main(args)
+        err = capsys.readouterr().err
+        assert done.value.code == 1 and all(w in err for w in words), err
+        assert len(err.strip().splitlines()) == 1 and not built
+    assert there.read_text() == "keep me\n"
+    with pytest.raises(SystemExit) as done:
+        main([*given, "--overwrite"])
+    assert done.value.code == 9 and len(built) == 1

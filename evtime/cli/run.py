@@ -111,6 +111,21 @@ def _pyspark_error_logs(verbose: bool) -> None:
         PySparkLogger.getLogger(name).disabled = not verbose
 
 
+def _check_outputs() -> None:
+    """The command's -o and --discards refused before Spark starts when they exist (without
+    --overwrite) or their directory does not; the writer checks them again before it
+    writes.  With --state they are checked once the state is read: a rerun of its last
+    committed run writes nothing, whatever is there."""
+    ctx = click.get_current_context(silent=True)
+    params = ctx.params if ctx else {}
+    if params.get("state"):
+        return
+    from evtime.io.writer import check_path
+
+    for key in ("output", "discards"):
+        check_path(params.get(key), bool(params.get("overwrite")))
+
+
 def start(inp: Inputs, ses: Session, check=None, before_spark=None):
     """Spark session and the input DataFrame (lazy), checked against the columns it has;
     ``check(layout)`` runs before Spark starts (usage errors start no JVM).
@@ -131,6 +146,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         column_check(opt, col, lay.schema.names)
     if check:
         check(lay)
+    _check_outputs()
     sopts = SessionOptions.from_cli(
         ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server, small_input(files)
     )

@@ -75,18 +75,24 @@ def _fs(path: str):
 
 def check_sink(sink: Sink) -> None:
     """Refuse before any work: an existing output without --overwrite, a missing directory."""
-    if sink.to_stdout:
+    check_path(sink.path, sink.overwrite)
+
+
+def check_path(path: str | None, overwrite: bool) -> None:
+    """:func:`check_sink` for an output path (None or '-': standard output, nothing to
+    check)."""
+    if path in (None, "-"):
         return
-    fs, p = _fs(sink.path)
+    fs, p = _fs(path)
     try:
         exists = fs.exists(p)
     except OSError as err:  # PermissionError: bad credentials, access denied
-        raise OutputError(f"{sink.path}: cannot write: {type(err).__name__}: {err}") from None
-    if exists and not sink.overwrite:
-        raise OutputError(f"{sink.path} exists: use --overwrite to replace it")
+        raise OutputError(f"{path}: cannot write: {type(err).__name__}: {err}") from None
+    if exists and not overwrite:
+        raise OutputError(f"{path} exists: use --overwrite to replace it")
     parent = os.path.dirname(p)
     if "file" in fs.protocol and parent and not os.path.isdir(parent):
-        raise OutputError(f"{sink.path}: directory {parent} does not exist")
+        raise OutputError(f"{path}: directory {parent} does not exist")
 
 
 def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
