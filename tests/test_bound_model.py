@@ -104,9 +104,15 @@ def _engine(spark, keyed, events, cfg, explain=True):
             t, names = bound_tally.tally(engine.classify(df, spec), spec, aggs)
             t = t.localCheckpoint()
             # (with the search's value range from the counts, as the CLI runs it)
-            routes, _, limits = bound_tally.counts(t, spec)
+            routes, n, limits = bound_tally.counts(t, spec)
             w = bound_tally.windows(t, spec, names, limits)
-            return _in_order(engine.output(w, spec, names)), routes
+            out = _in_order(engine.output(w, spec, names))
+            # the same search over the tally held in this process (a few windows)
+            here = bound_tally.collected(t, None)
+            assert bound_tally.counts_here(here) == (routes, n)
+            made = _in_order(bound_tally.output_here(t, here, spec, names, len(events)))
+            assert _without_part(made) == _without_part(out)
+            return out, routes
         cl = engine.prepare(df, spec)
         w, names = engine.windows(cl, spec, aggs)
         w = w.localCheckpoint()  # shared by the output and the explanation
@@ -122,6 +128,12 @@ def _engine(spark, keyed, events, cfg, explain=True):
             "_x_reason",
         )
         return out, sorted((r.asDict() for r in ex.collect()), key=lambda e: e["_x_arrival"])
+
+
+def _without_part(rows: list[dict]) -> list[dict]:
+    from evtime.io.reader import PART
+
+    return [{c: v for c, v in r.items() if c != PART} for r in rows]
 
 
 def _in_order(frame) -> list[dict]:

@@ -228,9 +228,10 @@ def _sinks(kw, spec, lay):
     return sinks
 
 
-def _output(w, spec, names, out, lay, arrivals: int | None = None):
+def _output(w, spec, names, out, lay, arrivals: int | None = None, made=None):
     """The windows as the output frame (routed 'out') and its layout; ``arrivals``: the
-    last arrival number, when known."""
+    last arrival number, when known; ``made``: the output frame already made (see
+    :func:`~evtime.engine.bound_tally.output_here`)."""
     import pyarrow as pa
     from pyspark.sql import functions as F
 
@@ -241,7 +242,8 @@ def _output(w, spec, names, out, lay, arrivals: int | None = None):
     out.columns = [*spec.keys, "window_start", "window_end", *names, "rows", "closed_by"]
     # the windows carry only the key columns of the input (their types are restored)
     key_lay = Layout(pa.schema([lay.schema.field(k) for k in spec.keys]), lay.time_col)
-    return engine.output(w, spec, names, arrivals).withColumn(ROUTE, F.lit("out")), key_lay
+    frame = engine.output(w, spec, names, arrivals) if made is None else made
+    return frame.withColumn(ROUTE, F.lit("out")), key_lay
 
 
 def _state_record(kw: dict, spec, inp) -> dict:
@@ -339,9 +341,15 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     t = t.localCheckpoint()  # (the small table: everything below reads it)
-    routes, windows, limits = bound_tally.counts(t, spec)
-    w = bound_tally.windows(t, spec, names, limits)
-    out_frame, key_lay = _output(w, spec, names, sinks[0], lay, read)
+    here = bound_tally.collected(t, run.rows_here())
+    made = None if here is None else bound_tally.output_here(t, here, spec, names, read)
+    if made is not None:  # a few windows: searched and ordered here
+        routes, windows = bound_tally.counts_here(here)
+        out_frame, key_lay = _output(None, spec, names, sinks[0], lay, made=made)
+    else:
+        routes, windows, limits = bound_tally.counts(t, spec)
+        w = bound_tally.windows(t, spec, names, limits)
+        out_frame, key_lay = _output(w, spec, names, sinks[0], lay, read)
     jobs = [(out_frame, sinks[:1], key_lay)]
     if len(sinks) > 1:
         late = engine.routed(bound_tally.late_rows(cl, t, engine.ARRIVAL), spec, True)

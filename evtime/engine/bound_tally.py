@@ -13,20 +13,25 @@ aggregate (:func:`tally`) over the unnumbered, uncheckpointed rows of
 * ``count`` - one per arrival, grouped by (chunk, route): the route counts of the summary
   and the per-chunk counts that turn a ``_evt_seq`` into an arrival number.
 
-Everything after it (:func:`windows`) runs over that small table; ``--discards`` classifies
-the rows once more for the late ones (:func:`late_rows`).
+Everything after it (:func:`windows`) runs over that small table, or, when it has few rows,
+in this process (:func:`output_here`: about a dozen small Spark jobs fewer); ``--discards``
+classifies the rows once more for the late ones (:func:`late_rows`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from evtime.engine import present
 from evtime.engine.bound import (
     DECISION,
+    RELEASE,
     ROWS,
     WS,
     BoundSpec,
@@ -40,8 +45,8 @@ from evtime.engine.bound import (
     route,
     window_starts,
 )
-from evtime.engine.scan import count_offsets, numbered
-from evtime.io.reader import CHUNK, SEQ
+from evtime.engine.scan import count_offsets, key_numbers, least_above, numbered
+from evtime.io.reader import CHUNK, CHUNK_SHIFT, PART, SEQ
 
 FACT, GROUP, ROUTED, LEAST = "_evt_fact", "_evt_group", "_evt_routed", "_evt_least"
 WINDOW, POINT, COUNT = 0, 1, 2
@@ -137,3 +142,112 @@ def late_rows(cl: DataFrame, t: DataFrame, out: str) -> DataFrame:
     ``out`` from the tally's counts (the rows are not numbered otherwise)."""
     late = cl.where(F.col(DECISION) == present.DISCARDED)
     return numbered(late, SEQ, _offsets(t), out)
+
+
+# ---------------------------------------------------------------- a few windows, here
+
+
+def collected(t: DataFrame, most: int | None) -> pa.Table | None:
+    """The whole tally in this process when it has at most ``most`` rows (None: any number;
+    0: never): one small job, None when it has more."""
+    if most == 0:
+        return None
+    rows = t.toArrow() if most is None else t.limit(most + 1).toArrow()
+    return rows if most is None or rows.num_rows <= most else None
+
+
+def counts_here(rows: pa.Table) -> tuple[dict[str, int], int]:
+    """:func:`counts` of a tally held here: arrivals per route and how many windows."""
+    c = rows.filter(pc.equal(rows.column(FACT), COUNT))
+    per = c.group_by(ROUTED).aggregate([(ROWS, "sum")])
+    routes = zip(per.column(ROUTED).to_pylist(), per.column(f"{ROWS}_sum").to_pylist(), strict=True)
+    return dict(routes), rows.filter(pc.equal(rows.column(FACT), WINDOW)).num_rows
+
+
+def output_here(t: DataFrame, rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: int):
+    """:func:`windows` and :func:`bound.output` of the tally ``t`` held here (``rows``, a
+    few): the output frame, one part (``PART`` 0) in release order, made in this process;
+    None when a search value is at the top of int64 (then the search runs in Spark).  The
+    search is :func:`~evtime.engine.scan.least_above` over the points and the windows'
+    ends."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    made = _made_here(rows, spec, names, arrivals)
+    if made is None:
+        return None
+    long = [StructField(c, LongType()) for c in (PART, "window_start", "window_end")]
+    schema = StructType(  # (the tally's types for the keys and the aggregates)
+        [
+            long[0],
+            *[t.schema[k] for k in spec.keys],
+            *long[1:],
+            *[t.schema[n] for n in names],
+            StructField("rows", LongType()),
+            StructField("closed_by", StringType()),
+        ]
+    )
+    return t.sparkSession.createDataFrame(made, schema)
+
+
+def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: int):
+    """The rows of :func:`output_here`, as Arrow (None: see there)."""
+    keys = list(spec.keys)
+    fact = rows.column(FACT)
+    w = rows.filter(pc.equal(fact, WINDOW))
+    p = rows.filter(pc.equal(fact, POINT))
+    c = rows.filter(pc.equal(fact, COUNT))
+    # arrivals before each chunk (the tally counts every arrival once, by chunk and route)
+    chunk, n = c.column(GROUP).to_numpy(), c.column(ROWS).to_numpy()
+    chunks, at = np.unique(chunk, return_inverse=True)
+    per = np.zeros(len(chunks), np.int64)
+    np.add.at(per, at, n)
+    before = np.cumsum(per) - per
+    least = p.column(LEAST).to_numpy()
+    a = before[np.searchsorted(chunks, least >> CHUNK_SHIFT)] + (least & ((1 << CHUNK_SHIFT) - 1))
+    a = a + 1  # the points' arrival numbers
+    # the closing search: per window, the least arrival of its key's points at or above its
+    # start + close_after (as first_above), i.e. above that value - 1
+    ws = w.column(GROUP).to_numpy()
+    v = p.column(GROUP).to_numpy()
+    top = np.iinfo(np.int64).max
+    if (len(v) and int(v.max()) == top) or (len(ws) and int(ws.max()) > top - spec.close_after):
+        return None
+    lead = np.concatenate([v, ws + (spec.close_after - 1)])
+    arrival = np.concatenate([a, np.full(len(ws), top)])  # (a window closes nothing)
+    order_k, numbers = key_numbers(pa.concat_tables([p.select(keys), w.select(keys)]), keys)
+    if order_k is None:
+        key, order = None, np.argsort(lead, kind="stable")
+    else:
+        key = np.empty_like(numbers)
+        key[order_k] = numbers
+        order = np.lexsort((lead, key))
+        key = key[order]
+    found_least, found = least_above(lead[order], arrival[order], 0, key)
+    closed = np.full(len(lead), -1, np.int64)
+    closed[order] = np.where(found & (found_least != top), found_least, -1)
+    closed = closed[len(v) :]
+    release = np.where(closed >= 0, closed, arrivals + 1)
+    out = pa.table(
+        {
+            RELEASE: release,
+            PART: np.zeros(len(ws), np.int64),
+            **{k: w.column(k) for k in keys},
+            "window_start": ws,
+            "window_end": ws + spec.size,
+            **{n: w.column(n) for n in names},
+            "rows": w.column(ROWS),
+            "closed_by": pa.array(
+                [str(x) if x >= 0 else "end" for x in closed.tolist()], pa.string()
+            ),
+        }
+    )
+    return out.take(_ascending(out, [RELEASE, "window_start", *keys])).drop_columns([RELEASE])
+
+
+def _ascending(table: pa.Table, columns: Sequence[str]) -> pa.Array:
+    """The order that sorts ``table`` by ``columns`` as Spark sorts them: nulls first."""
+    try:  # (pyarrow 25 on: null placement per sort key)
+        return pc.sort_indices(table, sort_keys=[(c, "ascending", "at_start") for c in columns])
+    except (TypeError, ValueError):
+        keys = [(c, "ascending") for c in columns]
+        return pc.sort_indices(table, sort_keys=keys, null_placement="at_start")

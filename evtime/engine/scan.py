@@ -395,30 +395,11 @@ class KeptInPart:
         self, lead: np.ndarray, arrival: np.ndarray, key: np.ndarray | None = None
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row, sorted by ``(key, lead)``: is it kept, the least arrival above it and
-        whether there is one (where not, the least is meaningless).  ``key``: the rows' key
-        numbers (0, 1, ...; None: one key).  (``lead + width + 1`` stays in int64:
-        :func:`_with_probes` checked it for every row and probe.)"""
-        n = len(lead)
-        if n == 0:
-            return np.zeros(0, bool), np.zeros(0, np.int64), np.zeros(0, bool)
-        target = lead + (self.width + 1)
-        if key is None:
-            values, targets, arrivals, ends = lead, target, arrival, n
-            back = None
-        else:  # each key's values (and arrivals) moved above every earlier key's: one
-            # sorted array to search, one suffix minimum that cannot cross into an earlier key
-            values, targets, _ = stacked_by_key(lead, key, target)
-            arrivals, _, back = stacked_by_key(arrival, key)
-            ends = np.searchsorted(key, key, side="right")  # (where each row's key ends)
-        above = np.searchsorted(values, targets, side="left")
-        inside = above < ends
-        least = np.minimum.accumulate(arrivals[::-1])[::-1]  # from each row on
-        least = least[np.where(inside, above, 0)]
-        kept = ~inside | (least > arrivals)
-        if back is not None:  # (the least above a row is of its own key: each row's own
-            # shift takes it back; rows with none take their own arrival, in their key too)
-            least = back(np.where(inside, least, arrivals))
-        return kept, least, inside
+        whether there is one (where not, the least is meaningless; :func:`least_above`).
+        (``lead + width + 1`` stays in int64: :func:`_with_probes` checked it for every
+        row and probe.)"""
+        least, found = least_above(lead, arrival, self.width, key)
+        return ~found | (least > arrival), least, found
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
         lead, arrival = (part.column(c).to_numpy() for c in (self.lead, self.arrival))
@@ -462,6 +443,8 @@ def key_numbers(part: pa.Table, by: Sequence[str]) -> tuple[np.ndarray | None, n
     as in Spark's grouping: null is a key of its own, -0.0 is 0.0."""
     if not by:
         return None, None
+    if part.num_rows == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
     code = np.zeros(part.num_rows, np.int64)
     for c in by:
         col = part.column(c)
@@ -504,6 +487,35 @@ def stacked_by_key(
         None if more is None else rank[n:] + shift,
         lambda s: distinct[s - shift],
     )
+
+
+def least_above(
+    lead: np.ndarray, arrival: np.ndarray, width: int, key: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The search in a sorted array, then a suffix minimum: per row, sorted by ``(key,
+    lead)``, the least ``arrival`` among the rows of its key whose ``lead`` is above its own
+    ``lead + width``, and whether there is one (where not: its own arrival with keys,
+    anything without).  ``key``: the rows' key numbers (0, 1, ...; None: one key)."""
+    n = len(lead)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, bool)
+    target = lead + (width + 1)
+    if key is None:
+        values, targets, arrivals, ends = lead, target, arrival, n
+        back = None
+    else:  # each key's values (and arrivals) moved above every earlier key's: one
+        # sorted array to search, one suffix minimum that cannot cross into an earlier key
+        values, targets, _ = stacked_by_key(lead, key, target)
+        arrivals, _, back = stacked_by_key(arrival, key)
+        ends = np.searchsorted(key, key, side="right")  # (where each row's key ends)
+    above = np.searchsorted(values, targets, side="left")
+    found = above < ends
+    least = np.minimum.accumulate(arrivals[::-1])[::-1]  # from each row on
+    least = least[np.where(found, above, 0)]
+    if back is not None:  # (the least above a row is of its own key: each row's own
+        # shift takes it back; rows with none take their own arrival, in their key too)
+        least = back(np.where(found, least, arrivals))
+    return least, found
 
 
 def kept_in_parts(
