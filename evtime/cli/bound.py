@@ -341,13 +341,13 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     t = t.localCheckpoint()  # (the small table: everything below reads it)
-    here = bound_tally.collected(t, run.rows_here())
-    made = None if here is None else bound_tally.output_here(t, here, spec, names, read)
-    if made is not None:  # a few windows: searched and ordered here
-        routes, windows = bound_tally.counts_here(here)
+    routes, windows, limits, size = bound_tally.counts(t, spec)
+    most, made = run.rows_here(), None
+    if most is None or size <= most:  # a small tally: searched and ordered here
+        made = bound_tally.output_here(t, t.toArrow(), spec, names, read)
+    if made is not None:
         out_frame, key_lay = _output(None, spec, names, sinks[0], lay, made=made)
     else:
-        routes, windows, limits = bound_tally.counts(t, spec)
         w = bound_tally.windows(t, spec, names, limits)
         out_frame, key_lay = _output(w, spec, names, sinks[0], lay, read)
     jobs = [(out_frame, sinks[:1], key_lay)]

@@ -24,14 +24,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import LongType, StructField, StructType
 
 from evtime.engine import adjust, present, udaf
 from evtime.engine.scan import (
     arrival_numbers,
     first_above,
     join_small,
+    least_above,
     positions_by,
     prefix_count_max,
     prefix_max,
@@ -332,14 +336,60 @@ def close(
     """Add ``CLOSED``: the arrival whose bound made each window final (null: end of input),
     the first of ``points`` (:func:`close_points`) at or above the window's start +
     close_after.  ``limits``: the least and the greatest search value (window start +
-    close_after, and the points' values), when known."""
+    close_after, and the points' values), when known.  With keys, each key's windows and
+    points are searched together in Arrow (:func:`closing_arrivals`, grouped by key, as
+    the Python aggregates are); without, in value buckets (:func:`first_above`)."""
     keys = list(spec.keys)
+    end = F.col(WS) + F.lit(spec.close_after)
+    if keys:
+        both = w.select("*", end.alias("_v"), F.lit(None).cast("long").alias("_a")).unionByName(
+            points, allowMissingColumns=True
+        )
+        schema = StructType([*w.schema.fields, StructField(CLOSED, LongType())])
+        closed_in_key = _ClosedInKey(tuple(w.columns))
+        # (a function of one argument: Spark passes the key too to one of two, and counts
+        # a callable object's self)
+        return both.groupBy(*keys).applyInArrow(lambda table: closed_in_key(table), schema)
     # (a window is one (keys, start): its start is the query's id among the key's)
-    queries = w.select(
-        *keys, F.col(WS).alias("_q"), (F.col(WS) + F.lit(spec.close_after)).alias("_v")
-    )
+    queries = w.select(*keys, F.col(WS).alias("_q"), end.alias("_v"))
     found = first_above(queries, points, keys, CLOSED, strict=False, keep_by=keys, limits=limits)
     return join_small(w, found.withColumnRenamed("_q", WS), [*keys, WS])
+
+
+@dataclass(frozen=True)
+class _ClosedInKey:
+    """:func:`close` for one key's windows (rows with ``WS``) and points (``_v``, ``_a``)."""
+
+    columns: tuple[str, ...]
+
+    def __call__(self, both: pa.Table) -> pa.Table:
+        window = both.column(WS).is_valid().to_numpy(zero_copy_only=False)
+        v = both.column("_v").to_numpy()
+        a = both.column("_a").fill_null(0).to_numpy()
+        closed = closing_arrivals(v[~window], a[~window], v[window])
+        rows = both.filter(pa.array(window)).select(self.columns)
+        return rows.append_column(CLOSED, pa.array(closed, mask=closed < 0))
+
+
+def closing_arrivals(
+    v: np.ndarray, a: np.ndarray, ends: np.ndarray, key: np.ndarray | None = None
+) -> np.ndarray:
+    """Per window (its start + close_after in ``ends``), the least arrival ``a`` among the
+    points of its key whose value ``v`` is at or above it; -1: none (flushed at the end).
+    ``key``: the key numbers of the points, then of the windows (None: one key).  The search
+    is :func:`~evtime.engine.scan.least_above` (the windows take part with no arrival)."""
+    top = np.iinfo(np.int64).max
+    lead = np.concatenate([v, ends - 1])  # (above end - 1: at or above end)
+    arrival = np.concatenate([a, np.full(len(ends), top)])
+    if key is None:
+        order = np.argsort(lead, kind="stable")
+    else:
+        order = np.lexsort((lead, key))
+        key = key[order]
+    least, found = least_above(lead[order], arrival[order], 0, key)
+    closed = np.empty(len(lead), np.int64)
+    closed[order] = np.where(found & (least != top), least, -1)
+    return closed[len(v) :]
 
 
 def windows(

@@ -38,6 +38,7 @@ from evtime.engine.bound import (
     accepted,
     check_names,
     close,
+    closing_arrivals,
     closing_value,
     last_start,
     quote,
@@ -45,7 +46,7 @@ from evtime.engine.bound import (
     route,
     window_starts,
 )
-from evtime.engine.scan import count_offsets, key_numbers, least_above, numbered
+from evtime.engine.scan import count_offsets, key_numbers, numbered
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, PART, SEQ
 
 FACT, GROUP, ROUTED, LEAST = "_evt_fact", "_evt_group", "_evt_routed", "_evt_least"
@@ -110,10 +111,12 @@ def windows(
     return close(w, points, spec, limits)
 
 
-def counts(t: DataFrame, spec: BoundSpec) -> tuple[dict[str, int], int, tuple[int, int] | None]:
-    """Arrivals per route, how many windows there are, and the least and the greatest
-    value of the closing search (window start + close_after, and the points' values; None
-    when there are neither): one job, a few rows."""
+def counts(
+    t: DataFrame, spec: BoundSpec
+) -> tuple[dict[str, int], int, tuple[int, int] | None, int]:
+    """Arrivals per route, how many windows there are, the least and the greatest value of
+    the closing search (window start + close_after, and the points' values; None when there
+    are neither), and how many rows the tally has: one job, a few rows."""
     rows = (
         t.groupBy(FACT, ROUTED)
         .agg(
@@ -128,7 +131,8 @@ def counts(t: DataFrame, spec: BoundSpec) -> tuple[dict[str, int], int, tuple[in
     shift = {WINDOW: spec.close_after, POINT: 0}
     ends = [(r["lo"] + shift[r[FACT]], r["hi"] + shift[r[FACT]]) for r in rows if r[FACT] in shift]
     limits = (min(e[0] for e in ends), max(e[1] for e in ends)) if ends else None
-    return routes, sum(int(r["k"]) for r in rows if r[FACT] == WINDOW), limits
+    windows = sum(int(r["k"]) for r in rows if r[FACT] == WINDOW)
+    return routes, windows, limits, sum(int(r["k"]) for r in rows)
 
 
 def _offsets(t: DataFrame) -> DataFrame:
@@ -147,29 +151,12 @@ def late_rows(cl: DataFrame, t: DataFrame, out: str) -> DataFrame:
 # ---------------------------------------------------------------- a few windows, here
 
 
-def collected(t: DataFrame, most: int | None) -> pa.Table | None:
-    """The whole tally in this process when it has at most ``most`` rows (None: any number;
-    0: never): one small job, None when it has more."""
-    if most == 0:
-        return None
-    rows = t.toArrow() if most is None else t.limit(most + 1).toArrow()
-    return rows if most is None or rows.num_rows <= most else None
-
-
-def counts_here(rows: pa.Table) -> tuple[dict[str, int], int]:
-    """:func:`counts` of a tally held here: arrivals per route and how many windows."""
-    c = rows.filter(pc.equal(rows.column(FACT), COUNT))
-    per = c.group_by(ROUTED).aggregate([(ROWS, "sum")])
-    routes = zip(per.column(ROUTED).to_pylist(), per.column(f"{ROWS}_sum").to_pylist(), strict=True)
-    return dict(routes), rows.filter(pc.equal(rows.column(FACT), WINDOW)).num_rows
-
-
 def output_here(t: DataFrame, rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: int):
-    """:func:`windows` and :func:`bound.output` of the tally ``t`` held here (``rows``, a
-    few): the output frame, one part (``PART`` 0) in release order, made in this process;
-    None when a search value is at the top of int64 (then the search runs in Spark).  The
-    search is :func:`~evtime.engine.scan.least_above` over the points and the windows'
-    ends."""
+    """:func:`windows` and :func:`bound.output` of the tally ``t`` held here (``rows``,
+    ``t.toArrow()`` of a few rows): the output frame, one part (``PART`` 0) in release
+    order, made in this process; None when a search value is at the top of int64 (then the
+    search runs in Spark).  The search is :func:`~evtime.engine.bound.closing_arrivals`, as
+    :func:`bound.close` runs it per key."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     made = _made_here(rows, spec, names, arrivals)
@@ -205,27 +192,19 @@ def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: 
     least = p.column(LEAST).to_numpy()
     a = before[np.searchsorted(chunks, least >> CHUNK_SHIFT)] + (least & ((1 << CHUNK_SHIFT) - 1))
     a = a + 1  # the points' arrival numbers
-    # the closing search: per window, the least arrival of its key's points at or above its
-    # start + close_after (as first_above), i.e. above that value - 1
+    # the closing search (as bound.close): per window, the least arrival of its key's points
+    # at or above its start + close_after
     ws = w.column(GROUP).to_numpy()
     v = p.column(GROUP).to_numpy()
     top = np.iinfo(np.int64).max
     if (len(v) and int(v.max()) == top) or (len(ws) and int(ws.max()) > top - spec.close_after):
         return None
-    lead = np.concatenate([v, ws + (spec.close_after - 1)])
-    arrival = np.concatenate([a, np.full(len(ws), top)])  # (a window closes nothing)
-    order_k, numbers = key_numbers(pa.concat_tables([p.select(keys), w.select(keys)]), keys)
-    if order_k is None:
-        key, order = None, np.argsort(lead, kind="stable")
-    else:
+    order, numbers = key_numbers(pa.concat_tables([p.select(keys), w.select(keys)]), keys)
+    key = None
+    if order is not None:
         key = np.empty_like(numbers)
-        key[order_k] = numbers
-        order = np.lexsort((lead, key))
-        key = key[order]
-    found_least, found = least_above(lead[order], arrival[order], 0, key)
-    closed = np.full(len(lead), -1, np.int64)
-    closed[order] = np.where(found & (found_least != top), found_least, -1)
-    closed = closed[len(v) :]
+        key[order] = numbers
+    closed = closing_arrivals(v, a, ws + spec.close_after, key)
     release = np.where(closed >= 0, closed, arrivals + 1)
     out = pa.table(
         {
