@@ -404,7 +404,7 @@ def windows(
     also those carried), ``keep``: which windows (see :func:`aggregate`)."""
     w, names = aggregate(cl if rows is None else rows, spec, items, keep)
     check_names(spec, names)
-    w = w.localCheckpoint()  # (read twice by the search)
+    w = w.localCheckpoint()  # (read twice by the search without keys, and by what follows)
     return close(w, close_points(cl, spec), spec), names
 
 

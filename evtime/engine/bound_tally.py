@@ -154,9 +154,9 @@ def late_rows(cl: DataFrame, t: DataFrame, out: str) -> DataFrame:
 def output_here(t: DataFrame, rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: int):
     """:func:`windows` and :func:`bound.output` of the tally ``t`` held here (``rows``,
     ``t.toArrow()`` of a few rows): the output frame, one part (``PART`` 0) in release
-    order, made in this process; None when a search value is at the top of int64 (then the
-    search runs in Spark).  The search is :func:`~evtime.engine.bound.closing_arrivals`, as
-    :func:`bound.close` runs it per key."""
+    order, made in this process; None when a window's end would leave int64 (then the
+    search runs in Spark, as for a big tally).  The search is
+    :func:`~evtime.engine.bound.closing_arrivals`, as :func:`bound.close` runs it per key."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     made = _made_here(rows, spec, names, arrivals)
@@ -196,8 +196,7 @@ def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: 
     # at or above its start + close_after
     ws = w.column(GROUP).to_numpy()
     v = p.column(GROUP).to_numpy()
-    top = np.iinfo(np.int64).max
-    if (len(v) and int(v.max()) == top) or (len(ws) and int(ws.max()) > top - spec.close_after):
+    if len(ws) and int(ws.max()) > np.iinfo(np.int64).max - spec.close_after:
         return None
     order, numbers = key_numbers(pa.concat_tables([p.select(keys), w.select(keys)]), keys)
     key = None
