@@ -342,8 +342,8 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     t = t.localCheckpoint()  # (the small table: everything below reads it)
     routes, windows, limits, size = bound_tally.counts(t, spec)
-    most, made = run.rows_here(), None
-    if most is None or size <= most:  # a small tally: searched and ordered here
+    made = None
+    if run.few_rows(size):  # a small tally (bounded): searched and ordered here
         made = bound_tally.output_here(t, t.toArrow(), spec, names, read)
     if made is not None:
         out_frame, key_lay = _output(None, spec, names, sinks[0], lay, made=made)

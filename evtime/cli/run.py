@@ -282,17 +282,10 @@ def driver_io(files, sopts) -> bool:
 
 
 def few_rows(n: int) -> bool:
-    """Whether a result of ``n`` rows is written from this process (no Python worker to
-    start): see :func:`rows_here`."""
-    most = rows_here()
-    return most is None or n <= most
-
-
-def rows_here() -> int | None:
-    """How many rows a result may have to be made or written in this process: at most
-    DRIVER_ROWS_MAX (EVTIME_DRIVER_ROWS_MAX, 0 = never), or any number (None) in a run
-    that reads in this process."""
-    return None if _in_driver else _env_limit("EVTIME_DRIVER_ROWS_MAX", DRIVER_ROWS_MAX, "rows")
+    """Whether a result of ``n`` rows is made or written in this process (no Python worker
+    to start): at most DRIVER_ROWS_MAX (EVTIME_DRIVER_ROWS_MAX, 0 = never), or any result
+    of a run that reads in this process."""
+    return _in_driver or n <= _env_limit("EVTIME_DRIVER_ROWS_MAX", DRIVER_ROWS_MAX, "rows")
 
 
 def _env_limit(name: str, default: int, unit: str) -> int:

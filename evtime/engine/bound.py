@@ -346,29 +346,21 @@ def close(
             points, allowMissingColumns=True
         )
         schema = StructType([*w.schema.fields, StructField(CLOSED, LongType())])
-        closed_in_key = _ClosedInKey(tuple(w.columns))
-        # (a function of one argument: Spark passes the key too to one of two, and counts
-        # a callable object's self)
-        return both.groupBy(*keys).applyInArrow(lambda table: closed_in_key(table), schema)
+        columns = w.columns
+
+        def closed_in_key(both: pa.Table) -> pa.Table:  # one key's windows (with WS), points
+            window = both.column(WS).is_valid().to_numpy(zero_copy_only=False)
+            v = both.column("_v").to_numpy()
+            a = both.column("_a").fill_null(0).to_numpy()
+            closed = closing_arrivals(v[~window], a[~window], v[window])
+            rows = both.filter(pa.array(window)).select(columns)
+            return rows.append_column(CLOSED, pa.array(closed, mask=closed < 0))
+
+        return both.groupBy(*keys).applyInArrow(closed_in_key, schema)
     # (a window is one (keys, start): its start is the query's id among the key's)
     queries = w.select(*keys, F.col(WS).alias("_q"), end.alias("_v"))
     found = first_above(queries, points, keys, CLOSED, strict=False, keep_by=keys, limits=limits)
     return join_small(w, found.withColumnRenamed("_q", WS), [*keys, WS])
-
-
-@dataclass(frozen=True)
-class _ClosedInKey:
-    """:func:`close` for one key's windows (rows with ``WS``) and points (``_v``, ``_a``)."""
-
-    columns: tuple[str, ...]
-
-    def __call__(self, both: pa.Table) -> pa.Table:
-        window = both.column(WS).is_valid().to_numpy(zero_copy_only=False)
-        v = both.column("_v").to_numpy()
-        a = both.column("_a").fill_null(0).to_numpy()
-        closed = closing_arrivals(v[~window], a[~window], v[window])
-        rows = both.filter(pa.array(window)).select(self.columns)
-        return rows.append_column(CLOSED, pa.array(closed, mask=closed < 0))
 
 
 def closing_arrivals(

@@ -162,12 +162,12 @@ def output_here(t: DataFrame, rows: pa.Table, spec: BoundSpec, names: Sequence[s
     made = _made_here(rows, spec, names, arrivals)
     if made is None:
         return None
-    long = [StructField(c, LongType()) for c in (PART, "window_start", "window_end")]
     schema = StructType(  # (the tally's types for the keys and the aggregates)
         [
-            long[0],
+            StructField(PART, LongType()),
             *[t.schema[k] for k in spec.keys],
-            *long[1:],
+            StructField("window_start", LongType()),
+            StructField("window_end", LongType()),
             *[t.schema[n] for n in names],
             StructField("rows", LongType()),
             StructField("closed_by", StringType()),
