@@ -9,7 +9,13 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from evtime.engine.scan import KeptInPart, apply_in_parts, kept_in_parts, prefix_count_max
+from evtime.engine.scan import (
+    KeptInPart,
+    apply_in_parts,
+    kept_in_parts,
+    prefix_count_max,
+    running,
+)
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, PART, SEQ
 from tests.examples import examples, spark_settings
 
@@ -77,6 +83,27 @@ def test_one_chunk_leaves_out_the_per_chunk_pass(spark):
     assert "HashAggregate" in plan_many and "HashAggregate" not in plan_one
     assert "Window" in plan_one
     assert sorted(map(tuple, one.collect())) == sorted(map(tuple, many.collect()))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("through", [False, True])
+def test_running_without_keys_computes_its_table_once(spark, through, descending):
+    """The self-join of a small table without keys gives the running sums, and Spark
+    computes the table once for both sides (the second side reuses the first's exchange):
+    without keys a prefix scan would otherwise read its input twice."""
+    from pyspark.sql import functions as F
+
+    src = spark.range(0, 1000, numPartitions=4)
+    small = src.groupBy((F.col("id") % 7).alias("g")).agg(F.count(F.lit(1)).alias("_n"))
+    got = running(small, (), "g", {"o": ("sum", "_n")}, descending, through=through)
+    rows = {r["g"]: r["o"] for r in got.collect()}
+    per = {g: sum(1 for i in range(1000) if i % 7 == g) for g in range(7)}
+    for g in range(7):
+        before = [h for h in range(7) if (h > g if descending else h < g) or (through and h == g)]
+        assert rows[g] == (sum(per[h] for h in before) if before else None)
+    plan = got._jdf.queryExecution().executedPlan().toString()  # (run: the final plan)
+    final = plan.split("== Initial Plan ==")[0]
+    assert final.count("Range (0, 1000") == 1 and "ReusedExchange" in final
 
 
 def _kept_by_arrival(values, width: int, keys=None) -> list[bool]:

@@ -69,13 +69,18 @@ def running(
         small.select(F.col(order).alias("_ro"), *[F.col(c).alias(f"_rx_{c}") for c in cols])
     )
     earlier, row = (F.col(order), F.col("_ro")) if descending else (F.col("_ro"), F.col(order))
-    before = earlier <= row if through else earlier < row
+    # (the table's own columns ride along as grouping columns, which the optimizer keeps,
+    # and the condition is not null-intolerant, so that it infers no filter for one side:
+    # both sides then read the same small table, and Spark computes it once, not twice)
+    before = F.coalesce(earlier <= row if through else earlier < row, F.lit(False))
+    own = [] if at is not None else [F.col(c).alias(f"_rp_{c}") for c in cols]
     return (
         (small if at is None else at)
-        .select(order)
+        .select(order, *own)
         .join(other, before, "left")
-        .groupBy(order)
+        .groupBy(order, *[f"_rp_{c}" for c in cols if own])
         .agg(*[getattr(F, fn)(f"_rx_{c}").alias(out) for out, (fn, c) in aggs.items()])
+        .select(order, *aggs)
     )
 
 
