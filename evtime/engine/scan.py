@@ -56,8 +56,7 @@ def running(
     every row in one partition (an exchange into a single partition); instead the small
     table is joined with itself (broadcast, ``earlier.order < row.order``) and aggregated:
     quadratic in the small table's rows (chunks of 2^20 arrivals, or <= 1024 buckets), so
-    cheap, and parallel.
-    """
+    cheap, and parallel; the table is computed once for both sides."""
     if by:
         o = F.col(order).desc() if descending else F.col(order)
         w = Window.partitionBy(*by).orderBy(o).rowsBetween(UNBOUNDED, 0 if through else -1)
@@ -69,16 +68,18 @@ def running(
         small.select(F.col(order).alias("_ro"), *[F.col(c).alias(f"_rx_{c}") for c in cols])
     )
     earlier, row = (F.col(order), F.col("_ro")) if descending else (F.col("_ro"), F.col(order))
-    # (the table's own columns ride along as grouping columns, which the optimizer keeps,
-    # and the condition is not null-intolerant, so that it infers no filter for one side:
-    # both sides then read the same small table, and Spark computes it once, not twice)
+    # Without ``at`` both sides read the same table, and Spark computes it once if both
+    # plans are the same: the row side keeps the table's columns as grouping columns (the
+    # optimizer prunes unused aggregates, never grouping columns; with one row per order
+    # value they group nothing), and the condition is not null-intolerant (no filter is
+    # inferred for one side only)
     before = F.coalesce(earlier <= row if through else earlier < row, F.lit(False))
-    own = [] if at is not None else [F.col(c).alias(f"_rp_{c}") for c in cols]
+    own = {} if at is not None else {f"_rp_{c}": F.col(c) for c in cols}
     return (
         (small if at is None else at)
-        .select(order, *own)
+        .select(order, *[c.alias(name) for name, c in own.items()])
         .join(other, before, "left")
-        .groupBy(order, *[f"_rp_{c}" for c in cols if own])
+        .groupBy(order, *own)
         .agg(*[getattr(F, fn)(f"_rx_{c}").alias(out) for out, (fn, c) in aggs.items()])
         .select(order, *aggs)
     )
