@@ -108,8 +108,7 @@ def _engine(spark, keyed, events, cfg, explain=True):
             w = bound_tally.windows(t, spec, names, limits)
             out = _in_order(engine.output(w, spec, names))
             # the same search over the tally held in this process (a few windows)
-            made = bound_tally.output_here(t, t.toArrow(), spec, names, len(events))
-            made = _in_order(made)
+            made = _in_order(bound_tally.output_here(t, spec, names, len(events)))
             assert _without_part(made) == _without_part(out)
             return out, routes
         cl = engine.prepare(df, spec)

@@ -344,7 +344,7 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     routes, windows, limits, size = bound_tally.counts(t, spec)
     made = None
     if run.few_rows(size):  # a small tally (bounded): searched and ordered here
-        made = bound_tally.output_here(t, t.toArrow(), spec, names, read)
+        made = bound_tally.output_here(t, spec, names, read)
     if made is not None:
         out_frame, key_lay = _output(None, spec, names, sinks[0], lay, made=made)
     else:

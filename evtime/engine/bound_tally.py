@@ -151,15 +151,15 @@ def late_rows(cl: DataFrame, t: DataFrame, out: str) -> DataFrame:
 # ---------------------------------------------------------------- a few windows, here
 
 
-def output_here(t: DataFrame, rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: int):
-    """:func:`windows` and :func:`bound.output` of the tally ``t`` held here (``rows``,
-    ``t.toArrow()`` of a few rows): the output frame, one part (``PART`` 0) in release
-    order, made in this process; None when a window's end would leave int64 (then the
-    search runs in Spark, as for a big tally).  The search is
+def output_here(t: DataFrame, spec: BoundSpec, names: Sequence[str], arrivals: int):
+    """:func:`windows` and :func:`bound.output` of the tally ``t``, a few rows (the caller
+    knows how many: :func:`counts`), fetched here with one small job: the output frame, one
+    part (``PART`` 0) in release order, made in this process; None when a window's end
+    would leave int64 (then the search runs in Spark, as for a big tally).  The search is
     :func:`~evtime.engine.bound.closing_arrivals`, as :func:`bound.close` runs it per key."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    made = _made_here(rows, spec, names, arrivals)
+    made = _made_here(t.toArrow(), spec, names, arrivals)
     if made is None:
         return None
     schema = StructType(  # (the tally's types for the keys and the aggregates)
