@@ -57,10 +57,13 @@ DRIVER_IO_CONF = {"spark.sql.shuffle.partitions": "1"}
 # sorts of 10M rows spilled to disk with 1g (bench/RESULTS.md).  spark.driver.memory
 # (--conf, EVTIME_CONF) or SPARK_DRIVER_MEMORY wins.
 HEAP_MIN, HEAP_MAX = 1 << 30, 8 << 30
-# Local mode: every port the driver opens stays on loopback.
+# Local mode: every port the driver opens stays on loopback, and the Python daemon that
+# forks the workers imports pyspark from where it is installed (evtime.daemon; 0.6-0.9 s
+# sooner to the first Python task, bench/RESULTS.md session 21).
 LOCAL_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.driver.host": "127.0.0.1",
+    "spark.python.daemon.module": "evtime.daemon",
 }
 
 

@@ -1,0 +1,40 @@
+"""Spark's Python daemon (``pyspark.daemon``, which forks the Python workers), started
+with pyspark and py4j imported from where they are installed, not from Spark's
+``pyspark.zip`` and ``py4j-*-src.zip``.
+
+Spark puts those zips first on the daemon's path.  Python keeps no compiled code for a
+module imported from a zip: the daemon and the workers it forks compiled every pyspark
+module they import from source again, on every run, before the first Python task could
+start (0.6-0.9 s of each run on the bench machine; bench/RESULTS.md, session 21).  The
+installed copies are the same pyspark (Spark found its home there) and have their
+compiled code beside them.  A pyspark that is only in the zip is still imported from it.
+
+Set for local mode (``spark.python.daemon.module`` in :data:`evtime.session.LOCAL_CONF`),
+where this machine's Python, the one evtime runs in, starts the workers."""
+
+from __future__ import annotations
+
+import os
+import sys
+from importlib.machinery import PathFinder
+
+
+def without_spark_zips(path: list[str]) -> list[str]:
+    """``path`` without Spark's zips of pyspark and py4j when both are found elsewhere on
+    it, else with the zips moved behind every other entry."""
+    zips = [p for p in path if _spark_zip(p)]
+    rest = [p for p in path if p not in zips]
+    elsewhere = all(PathFinder.find_spec(m, rest) is not None for m in ("pyspark", "py4j"))
+    return rest if elsewhere else rest + zips
+
+
+def _spark_zip(entry: str) -> bool:
+    name = os.path.basename(entry)
+    return name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith("-src.zip"))
+
+
+if __name__ == "__main__":
+    sys.path[:] = without_spark_zips(sys.path)
+    from pyspark import daemon
+
+    daemon.manager()
