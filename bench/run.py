@@ -203,6 +203,7 @@ def conf_drift() -> str:
     from evtime.session import DEFAULT_CONF, LOCAL_CONF
 
     ev = {**DEFAULT_CONF, **LOCAL_CONF}
+    ev.pop("spark.python.daemon.module")  # (the floor and the naive job start no Python worker)
     diff = sorted(
         k for k in ev.keys() | floor.SESSION_CONF.keys() if ev.get(k) != floor.SESSION_CONF.get(k)
     )
