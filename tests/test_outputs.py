@@ -149,17 +149,18 @@ def test_parts_are_appended_whole_to_files_and_pipes(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "jsonl"])
-@pytest.mark.parametrize("held_max", [64 << 20, 100])
-def test_a_part_step_gets_each_whole_part(tmp_path, monkeypatch, fmt, held_max):
+@pytest.mark.parametrize(("held_max", "encoded"), [(64 << 20, False), (100, False), (100, True)])
+def test_a_part_step_gets_each_whole_part(tmp_path, monkeypatch, fmt, held_max, encoded):
     """adjust without keys finds its keep flag as each part is written: the writer hands
     every whole part below ``step_below`` to the step (held in memory, or staged when big:
-    ``held_max`` bytes), across batches, writes what it yields with the route it gives, and
-    leaves the parts after it (the bad rows) as they come."""
+    ``held_max`` bytes), across batches, writes what it yields with the route it gives
+    (strings, or ``encoded`` as numbers into route names), and leaves the parts after it
+    (the bad rows) as they come."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from evtime.io import writer
     from evtime.io.reader import PART, Layout
-    from evtime.io.writer import ROUTE, Sink, _write_parts, stage
+    from evtime.io.writer import ROUTE, Sink, _write_parts, routes, stage
 
     monkeypatch.setattr(writer, "HELD_MAX", held_max)
     n = 50  # rows 0..49 in output order: parts of 10, and bad rows in part 1024
@@ -180,6 +181,8 @@ def test_a_part_step_gets_each_whole_part(tmp_path, monkeypatch, fmt, held_max):
         wholes.append(whole.column("v").to_pylist())
         v = whole.column("v").to_pylist()[::-1]
         route = ["out" if x % 7 else "discard" for x in v]
+        if encoded:
+            route = routes([r == "discard" for r in route], ["out", "discard"])
         yield pa.RecordBatch.from_pydict(
             {PART: whole.column(PART).to_pylist(), "v": v, ROUTE: route}
         )
@@ -191,7 +194,8 @@ def test_a_part_step_gets_each_whole_part(tmp_path, monkeypatch, fmt, held_max):
     batches = table.to_batches(max_chunksize=4)  # runs of a part across several batches
     seen = _write_parts(iter(batches), sinks, lay, str(staging), step, 1024)
     assert wholes == [list(range(p * 10 + 9, p * 10 - 1, -1)) for p in range(5)]
-    assert seen["out"] + seen["discard"] == n + 2
+    discarded = [r for r in range(n) if not r % 7]
+    assert (seen["out"], seen["discard"]) == (n - len(discarded) + 1, len(discarded) + 1)
     assert sorted(os.listdir(staging)) == sorted(
         f"part-{s}-{p:06d}" for s in "od" for p in [0, 1, 2, 3, 4, 1024]
     )  # (no held part left behind)

@@ -109,11 +109,11 @@ def adjust(**kw) -> None:
 
 def _route(batch):
     """A row's route from its keep flag (in Arrow, where the parts are written)."""
-    import pyarrow.compute as pc
-
     from evtime.engine.adjust import KEEP
+    from evtime.io.writer import routes
 
-    return pc.if_else(batch.column(KEEP), "out", "discard")
+    kept = batch.column(KEEP).to_numpy(zero_copy_only=False)
+    return routes(~kept, ["out", "discard"])
 
 
 def _stateful(kw, spec, ses, inp, started) -> None:

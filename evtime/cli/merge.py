@@ -181,13 +181,13 @@ def _route_column():
 
 def _route(batch):
     """``_route_column`` in Arrow, from the keep flag a part step gives (data rows only)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
     from evtime.engine import merge as engine
+    from evtime.io.writer import routes
 
-    kind = pc.if_else(batch.column(engine.KEEP), "out", "discard")
-    return pc.binary_join_element_wise(kind, pc.cast(batch.column(engine.SRC), pa.string()), ":")
+    kept = batch.column(engine.KEEP).to_numpy(zero_copy_only=False)
+    src = batch.column(engine.SRC).to_numpy()
+    n = int(src.max()) + 1 if len(src) else 0
+    return routes(src * 2 + ~kept, [f"{k}:{s}" for s in range(n) for k in ("out", "discard")])
 
 
 def _summary(

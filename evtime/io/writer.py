@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 import fsspec
+import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
@@ -242,10 +243,10 @@ def _write_parts(
                     w.close()
                 writers, part = {}, pid
             route = b.column(ROUTE)
-            present = set()
-            for r, n in zip(*pc.value_counts(route).flatten(), strict=True):
-                present.add(r.as_py())
-                seen[r.as_py()] = seen.get(r.as_py(), 0) + n.as_py()
+            counts = route_counts(route)
+            for r, n in counts.items():
+                seen[r] = seen.get(r, 0) + n
+            present = set(counts)
             for sink in sinks:
                 if present.isdisjoint(sink.routes):
                     continue
@@ -263,6 +264,26 @@ def _write_parts(
         for w in writers.values():
             w.close()
     return seen
+
+
+def route_counts(route: pa.Array) -> dict[str, int]:
+    """Rows per route in a batch's ``ROUTE`` column: strings, or dictionary-encoded (as
+    the part steps make it, :func:`routes`), then counted on the indices."""
+    if pa.types.is_dictionary(route.type):
+        n = np.bincount(route.indices.to_numpy(), minlength=len(route.dictionary))
+        return {r: int(k) for r, k in zip(route.dictionary.to_pylist(), n, strict=True) if k}
+    import pyarrow.compute as pc
+
+    values, counts = pc.value_counts(route).flatten()
+    return dict(zip(values.to_pylist(), counts.to_pylist(), strict=True))
+
+
+def routes(index, names: list[str]) -> pa.DictionaryArray:
+    """A ``ROUTE`` column made in Arrow: per row, the number of its route in ``names``
+    (non-negative integers, no nulls).  Dictionary-encoded: no string per row is made,
+    and the writer counts the routes on the numbers (:func:`route_counts`)."""
+    numbers = pa.array(np.asarray(index, np.int32))
+    return pa.DictionaryArray.from_arrays(numbers, pa.array(names, pa.string()))
 
 
 def write(
