@@ -13,7 +13,6 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-import fsspec
 import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
@@ -38,6 +37,8 @@ class Span:
 
 
 def _open(f: InputFile, span: Span | None = None):
+    import fsspec
+
     fh = fsspec.open(f.url, "rb", compression="infer").open()
     if span is None:
         return fh

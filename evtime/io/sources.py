@@ -14,8 +14,6 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-import fsspec
-
 from evtime.errors import InputError, UsageError
 
 FORMATS = ("csv", "parquet", "jsonl")
@@ -66,6 +64,8 @@ def _spool_stdin() -> str:
 
 def _expand(arg: str) -> list[str]:
     """The files one argument names, sorted by name for globs and directories."""
+    import fsspec
+
     fs, _, paths = fsspec.get_fs_token_paths(arg)
     protocol = fs.protocol if isinstance(fs.protocol, str) else fs.protocol[0]
 

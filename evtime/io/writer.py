@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import fsspec
 import numpy as np
 import pyarrow as pa
 import pyarrow.csv as pcsv
@@ -70,6 +69,8 @@ def output_format(path: str | None, forced: str | None, default: str = "csv") ->
 
 
 def _fs(path: str):
+    import fsspec
+
     fs, _, (p,) = fsspec.get_fs_token_paths(path)
     return fs, p
 
