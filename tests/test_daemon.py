@@ -21,7 +21,7 @@ def test_sparks_zips_stay_last_when_pyspark_is_only_there(tmp_path):
     """(a Spark distribution without pyspark installed: its zips are the only copy)"""
     assert without_spark_zips([*ZIPS, str(tmp_path)]) == [str(tmp_path), *ZIPS]
     other = "/elsewhere/pyspark-helpers.zip"  # (not Spark's: left where it is)
-    assert without_spark_zips([other, str(tmp_path), ZIPS[1]]) == [other, str(tmp_path), ZIPS[1]]
+    assert without_spark_zips([ZIPS[1], other, str(tmp_path)]) == [other, str(tmp_path), ZIPS[1]]
 
 
 def test_python_workers_import_the_installed_pyspark(spark):
