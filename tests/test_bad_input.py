@@ -104,3 +104,28 @@ def test_numeric_time_needs_epoch_format(run_cli, workdir):
 def test_bad_time_format(run_cli, fmt):
     r = run_cli(*ADJ, "--time-format", fmt, SAMPLES / "tuples.csv")
     assert r.exit_code == 2 and "--time-format" in r.stderr
+
+
+def test_an_exception_in_a_python_worker_is_one_line_that_names_it():
+    """An internal error raised in a Python worker reaches the driver as Spark's
+    PythonException, whose first line only says that there was one: the line evtime prints
+    ends with the worker's own exception (-v prints the whole trace)."""
+    from evtime.cli import one_line
+
+    class PythonException(Exception):  # (PySpark's, as its text reads)
+        pass
+
+    trace = (
+        "An exception was thrown from the Python worker:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/x/evtime/io/writer.py", line 305, in write_partition\n'
+        "    seen = _write_parts(batches, sinks, lay, staging, step, step_below)\n"
+        "AttributeError: 'dict' object has no attribute 'isdisjoint'\n"
+        " SQLSTATE: 38000\n"
+    )
+    assert one_line(PythonException(trace)) == (
+        "PythonException: An exception was thrown from the Python worker: "
+        "AttributeError: 'dict' object has no attribute 'isdisjoint'"
+    )
+    assert one_line(RuntimeError("boom\nmore")) == "RuntimeError: boom"
+    assert one_line(RuntimeError()) == "RuntimeError"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import sys
 import traceback
 
@@ -73,6 +74,22 @@ def _traceback() -> None:
     sys.stderr.flush()
 
 
+_RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception): ")  # a traceback's last line
+
+
+def one_line(err: Exception) -> str:
+    """A Spark or internal error in one line: its type and first line.  When that line only
+    announces an exception from elsewhere (a Python worker's: "An exception was thrown
+    from the Python worker:"), the last line of that exception follows it."""
+    text = [line.strip() for line in str(err).strip().splitlines() if line.strip()]
+    first = text[0] if text else ""
+    if first.endswith(":"):
+        raised = [line for line in text[1:] if _RAISED.match(line)]
+        if raised:
+            first = f"{first} {raised[-1]}"
+    return f"{type(err).__name__}: {first}" if first else type(err).__name__
+
+
 def _fail(message: str, status: int) -> None:
     from evtime.cli.run import stop_progress
 
@@ -108,9 +125,7 @@ def main(argv: list[str] | None = None) -> None:
         ours = from_spark(err)
         if ours is not None:
             _fail(str(ours), ours.exit_status)
-        text = str(err).strip().splitlines()
-        first = text[0] if text else type(err).__name__
-        _fail(f"{type(err).__name__}: {first}", ExitStatus.ERROR)
+        _fail(one_line(err), ExitStatus.ERROR)
     sys.exit(status or ExitStatus.OK)
 
 
