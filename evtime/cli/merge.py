@@ -7,6 +7,7 @@ import os
 import re
 import sys
 import time
+from functools import partial
 
 import click
 
@@ -179,15 +180,14 @@ def _route_column():
     return F.concat(kind, F.lit(":"), F.col(engine.SRC).cast("string"))
 
 
-def _route(batch):
-    """``_route_column`` in Arrow, from the keep flag a part step gives (data rows only)."""
+def _route(names: list[str], batch):
+    """``_route_column`` in Arrow, from the keep flag a part step gives (data rows only),
+    as numbers into ``names`` (:func:`_routes`: per source, out, discard, bound)."""
     from evtime.engine import merge as engine
     from evtime.io.writer import routes
 
     kept = batch.column(engine.KEEP).to_numpy(zero_copy_only=False)
-    src = batch.column(engine.SRC).to_numpy()
-    n = int(src.max()) + 1 if len(src) else 0
-    return routes(src * 2 + ~kept, [f"{k}:{s}" for s in range(n) for k in ("out", "discard")])
+    return routes(batch.column(engine.SRC).to_numpy() * 3 + ~kept, names)
 
 
 def _summary(
@@ -398,7 +398,7 @@ def merge(**kw) -> None:
     if step is None:
         rows = sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind", limits=limits)
     else:
-        step = run.Routed(step, _route, (engine.SRC,))
+        step = run.Routed(step, partial(_route, routes), (engine.SRC,))
     rows = run.with_rejected(rows, inp, {source_as: engine._source_name(spec)}, _rejected_route())
     counts = run.write_and_publish(rows, sinks, lay, step)
     _summary("merge", ses, spec, counts, started, read, max_discards)
