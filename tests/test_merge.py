@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -189,6 +190,58 @@ def test_merge_without_discards_output_is_the_model(run_cli, monkeypatch, case):
     assert [row["id"] for row in r.csv()] == expected
     n = sum(len(rows) for rows in sources)
     assert f"read {n}, released {len(expected)}, discarded {n - len(expected)}" in r.stderr
+
+
+@spark_settings(10)
+@given(plain_sources())
+@example(  # the last source: a row behind its own bound, one also behind the stream bound
+    (
+        [
+            [("s0r0", BASE + 300, False, 0), ("s0r1", BASE + 100, False, 0)],
+            [
+                ("s1r0", BASE + 200, False, 0),
+                ("s1r1", BASE + 400, False, 0),
+                ("s1r2", BASE + 350, False, 0),
+                ("s1r3", BASE + 250, False, 0),
+            ],
+        ],
+        None,
+    )
+)
+def test_merge_discards_are_the_model(run_cli, monkeypatch, tmp_path, case):
+    """--discards, read and written in Spark tasks: the discarded rows with the model's
+    arrival numbers and reasons, word for word, and the highest bound they name.  Without
+    a range the words come with the keep flag found in the output's parts (a prefix scan of
+    a few columns); with one, from the prefix scan of whole rows."""
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")
+    sources, adjust = case
+    opts = {"unit_ns": UNIT_NS[adjust[0]], "range_n": adjust[1]} if adjust else {}
+    arrivals = [[Arrival(s, t, b) for _, t, b, _ in rows] for s, rows in enumerate(sources)]
+    model = merge(arrivals, **opts)
+    ids = [sources[s][j][0] for s, rows in enumerate(sources) for j in range(len(rows))]
+    args = ["--unit", adjust[0], "--range", str(adjust[1])] if adjust else []
+    late = tmp_path / "late.csv"
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for s, rows in enumerate(sources):
+            write_source(Path(tmp) / f"s{s}.csv", rows)
+            paths.append(f"S{s}={tmp}/s{s}.csv")
+        r = run_cli(
+            "merge", "--time-format", "epoch_ns", *args, *paths, "--discards", late, "--overwrite"
+        )
+    assert r.exit_code == 0, r.stderr
+    with open(late) as f:
+        got = {row["id"]: row for row in csv.DictReader(f)}
+    want = {ids[m.arrival - 1]: m for m in model if m.decision == "discarded"}
+    assert set(got) == set(want)
+    for i, m in want.items():
+        row = got[i]
+        assert (int(row["arrival"]), row["reason"]) == (m.arrival, m.reason), (row, m)
+        named = re.findall(r"bound (\S+?Z)", m.reason)
+        assert row["bound"] == max(named) and row["evtime"] == iso(m.evtime)
+    assert [row["id"] for row in r.csv()] == [
+        sources[s][j][0] for s, j, _ in merge_output(arrivals, **opts)
+    ]
 
 
 # ---------------------------------------------------------------- merge without a clock

@@ -136,6 +136,7 @@ COMMANDS = {
     "adjust-key": ["adjust", "--unit", "msec", "--range", "999", "--key", "key", "{one}"],
     "explain-adjust": ["explain", "adjust", "--unit", "msec", "--range", "999", "{one}"],
     "merge": ["merge", "--bound-marker", "kind=bound", "{s1}", "{s2}", "{s3}"],
+    "merge-discards": ["merge", "--discards", "{late}", "{s1}", "{s2}", "{s3}"],
     "merge-wait": [
         "merge",
         "--arrival",
@@ -173,7 +174,7 @@ COMMANDS = {
 
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_plans_have_no_single_partition_and_no_collect(name, inputs, plans, run_cli, tmp_path):
-    args = [a.format(**inputs) for a in COMMANDS[name]]
+    args = [a.format(**inputs, late=tmp_path / "late.csv") for a in COMMANDS[name]]
     out = tmp_path / "out.csv" if name.startswith("explain") else tmp_path / "out.parquet"
     fmt = ["--format", "csv"] if name.startswith("explain") else []
     res = run_cli(*args, *fmt, "-o", out, "-q")

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from evtime.engine.scan import (
+    FilledInPart,
     KeptInPart,
     apply_in_parts,
     kept_in_parts,
@@ -182,6 +183,68 @@ def test_kept_in_parts_is_the_rule_over_arrival_order(spark, values, width, spre
     order = sorted(range(len(vals)), key=lambda i: (vals[i], i))
     assert [r["i"] for r in sorted(got, key=lambda r: (r[PART], r["v"], r["i"]))] == order
     assert {r["i"]: r["keep"] for r in got} == dict(enumerate(want))
+
+
+@spark_settings(10, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    values=st.lists(st.integers(0, 12), min_size=1, max_size=60),
+    width=st.integers(0, 4),
+    keys=st.one_of(st.none(), keys_st),
+)
+@example(values=[9, 2, 9, 1], width=2, keys=None)  # late rows in more than one part
+def test_fill_rows_give_the_rows_set_aside_their_values(spark, values, width, keys):
+    """kept_in_parts with fill rows (the rows the rule sets aside, with a value each, found
+    by another computation): every row set aside gets its own fill row's value, the kept
+    rows none, and no fill row comes out as a row."""
+    keys = keys[: len(values)] if keys else None
+    data = [(i, keys[i] if keys else None, v, i) for i, v in enumerate(values)]
+    df = spark.createDataFrame(data, f"i long, k string, v long, {SEQ} long").repartition(3)
+    want = _kept_by_arrival(values, width, keys)
+    late = [
+        (k, v, seq, f"late {i}")
+        for (i, k, v, seq), kept in zip(data, want, strict=True)
+        if not kept
+    ]
+    fill = spark.createDataFrame(late, f"k string, v long, {SEQ} long, words string")
+    rows, step = kept_in_parts(df, "v", width, SEQ, "keep", ("k",) if keys else (), fill=fill)
+    assert isinstance(step, FilledInPart)
+    got = apply_in_parts(rows, step).collect()
+    assert sorted(r["i"] for r in got) == list(range(len(values)))
+    assert {r["i"]: r["words"] for r in got} == {
+        i: None if kept else f"late {i}" for i, kept in enumerate(want)
+    }
+
+
+def test_fill_rows_that_disagree_with_the_search_stop_the_run():
+    """A row set aside without its fill row, or a fill row without its row, is an internal
+    error (two computations of one rule disagree), not a row without its words."""
+    import pyarrow as pa
+
+    from evtime.engine.scan import FILL, PROBE
+    from evtime.errors import EvtimeError
+
+    step = FilledInPart(KeptInPart("v", SEQ, 0, "keep"), ("words",))
+
+    def part(fills: list[int]) -> pa.Table:  # rows 5, 9, 2 (2 is set aside), and fills
+        v = [5, 9, 2, *[2] * len(fills)]
+        table = pa.table(
+            {
+                "v": v,
+                SEQ: [0, 1, 2, *fills],
+                PROBE: [False] * 3 + [True] * len(fills),
+                FILL: pa.array([None] * 3 + [True] * len(fills), pa.bool_()),
+                "words": pa.array([None] * 3 + [f"late {a}" for a in fills], pa.string()),
+                PART: [0] * len(v),
+            }
+        )
+        return table.sort_by([("v", "ascending"), (SEQ, "ascending")])  # (as in a part)
+
+    (good,) = step(part([2]))
+    assert good.column("v").to_pylist() == [2, 5, 9]
+    assert good.column("words").to_pylist() == ["late 2", None, None]
+    for fills, what in [([], "has no fill row"), ([2, 7], "2 fill rows for 1")]:
+        with pytest.raises(EvtimeError, match=f"internal error in part 0: .*{what}"):
+            list(step(part(fills)))
 
 
 def test_kept_with_keys_far_apart_in_value_and_arrival():

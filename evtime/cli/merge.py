@@ -343,11 +343,13 @@ def merge(**kw) -> None:
 
     # the time range, when known (read here, or in the Parquet footers): no job to find it
     limits = truncated_range(inp.time_range, spec.unit_ns)
-    # sources one after the other, only data rows, no reasons to give: the keep flag comes
-    # out of the output's own sort (a small input read here: the prefix scan, fewer jobs)
+    # sources one after the other, only data rows: the keep flag comes out of the output's
+    # own sort, and the discards' words (without a range) from a prefix scan of a few
+    # columns (a small input read here: the prefix scan of whole rows, fewer jobs)
     step = None
-    if spec.simple and not (spec.marker or discards or run.in_driver()):
-        df, step = engine.classify_in_order(df, spec, limits)
+    if spec.simple and not (spec.marker or (discards and spec.width) or run.in_driver()):
+        late = engine.late_rows(df, spec) if discards else None
+        df, step = engine.classify_in_order(df, spec, limits, late)
     if step is None:
         df = engine.classify(df, spec)
 
@@ -365,7 +367,8 @@ def merge(**kw) -> None:
         )
     ]
     if discards:
-        df = engine.with_discard_columns(df, spec)
+        if step is None:  # (else the step gives them)
+            df = engine.with_discard_columns(df, spec)
         discard_routes = tuple(r for r in routes if r.startswith("discard:"))
         sinks.append(
             run.discards_sink(discards, overwrite, own, (source_as, as_), (as_,), discard_routes)

@@ -37,8 +37,9 @@ The release points found in step 2 are exact for every kept row.  Explain shows 
 and ``D`` with discarded rows left out: when a discarded row did move ``own'`` (a row
 below ``B`` or the wait but above its own bound), the vector scan runs once more without
 it.  Without a clock and arrival order, the stream bound matters only for the words of a
-discard (a row behind its own bound may also be behind ``B``): explain and --discards then
-run the release search too.
+discard (a row behind its own bound may also be behind ``B``): explain then runs the release
+search too, and so does --discards with a range; without one, ``B`` before a discarded row
+is closed-form (:func:`late_rows`).
 
 Sequential work: none over the whole input.  The vector scan is sequential inside a chunk
 (2^20 arrivals, numpy over blocks of rows x sources), parallel across chunks; its cost is
@@ -58,10 +59,12 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 from evtime.engine import present
 from evtime.engine.scan import (
     UNBOUNDED,
+    FilledInPart,
     KeptInPart,
     arrival_numbers,
     chunk_offsets,
     first_above,
+    join_small,
     kept_in_parts,
     numbered,
     positions,
@@ -418,20 +421,58 @@ def classify(df: DataFrame, spec: MergeSpec) -> DataFrame:
 
 
 def classify_in_order(
-    df: DataFrame, spec: MergeSpec, limits: tuple[int, int] | None = None
-) -> tuple[DataFrame, KeptInPart | None]:
+    df: DataFrame,
+    spec: MergeSpec,
+    limits: tuple[int, int] | None = None,
+    late: DataFrame | None = None,
+) -> tuple[DataFrame, KeptInPart | FilledInPart | None]:
     """:func:`classify` and the output order in one pass, for sources one after the other
     with data rows only (``spec.simple``, no bound marker) when only the keep flag is
     needed: a row is discarded exactly when an earlier row of its source has evtime -
     range*unit above its evtime (its own bound), the keep rule of adjust with the source
     as key (:func:`~evtime.engine.scan.kept_in_parts`; the output order (evtime, arrival) is
-    the order of the parts).  ``limits``: bounds of the evtimes, when known.  Returns the
-    rows and the step that adds ``KEEP`` to each part (None: a width beyond the int64
-    timeline; use :func:`classify`)."""
+    the order of the parts).  ``limits``: bounds of the evtimes, when known.  ``late``:
+    :func:`late_rows` (``--discards``): the step gives each discarded row its columns.
+    Returns the rows and the step that adds ``KEEP`` to each part (None: a width beyond
+    the int64 timeline; use :func:`classify`)."""
     try:
-        return kept_in_parts(df, EVT, spec.width, SEQ, KEEP, [SRC], limits)
+        return kept_in_parts(df, EVT, spec.width, SEQ, KEEP, [SRC], limits, fill=late)
     except OverflowError:
         return df, None
+
+
+def late_rows(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """The rows merge discards, ``(_evt_src, _evt_evtime, _evt_seq)`` with the columns of
+    ``--discards`` (:func:`discard_words`), for :func:`classify_in_order`, when sources come
+    one after the other with data rows only and no range (``spec.simple``, ``width`` 0):
+    the prefix scan of the own bounds runs over a few columns of every row, and only the
+    discarded rows go on.
+
+    A discarded row is behind its own source's bound, the greatest evtime of its source
+    before it.  A row of the last source may also be behind the stream bound ``B``, which
+    is then the definitive time before it, ``min(C, own bound)`` with ``C`` the least final
+    bound of the other sources: rows are released only while the last source arrives (D
+    is -inf before), and the first row of a source to reach a bound is kept, so a row at
+    exactly that time was released before (with a range that need not hold: the caller
+    takes :func:`classify`)."""
+    last = spec.n - 1
+    narrow = df.select(SRC, SEQ, CHUNK, EVT, CON)
+    late = prefix_max(narrow, {OWNP: CON}, by=[SRC], inclusive=False)
+    late = late.where(F.col(EVT) < F.col(OWNP)).withColumns(
+        {OWN: F.col(OWNP), LAG: F.lit(None).cast("long"), BND: F.lit(False), KEEP: F.lit(False)}
+    )
+    if last == 0:  # (no other source: D is the own bound)
+        bb = F.col(OWN)
+    else:  # C, when every other source has a bound (else D stays -inf: nothing released)
+        tops = df.where(F.col(SRC) < last).groupBy(SRC).agg(F.max(CON).alias("_top"))
+        c = tops.groupBy(F.lit(0).alias("_one")).agg(
+            F.when(F.count(F.lit(1)) == last, F.min("_top")).alias("_c")
+        )
+        late = join_small(late.withColumn("_one", F.lit(0)), c, ["_one"])
+        known = (F.col(SRC) == last) & F.col("_c").isNotNull()
+        bb = F.when(known, F.least(F.col("_c"), F.col(OWN)))
+    late = numbered(late.withColumn(BB, bb), SEQ, chunk_offsets(df, "_off"), "arrival")
+    return discard_words(late, spec).select(SRC, EVT, SEQ, "arrival", "reason", "bound")
 
 
 def _simple_definitive(df: DataFrame, spec: MergeSpec, fx: Facts) -> DataFrame:

@@ -534,7 +534,8 @@ def kept_in_parts(
     limits: tuple[int, int] | None = None,
     least: str | None = None,
     rank: str | None = None,
-) -> tuple[DataFrame, KeptInPart]:
+    fill: DataFrame | None = None,
+) -> tuple[DataFrame, KeptInPart | FilledInPart]:
     """The rows in numbered parts, in the order ``(lead, arrival)`` (as
     :func:`sort_in_parts`), for the keep rule of a bound ``width`` behind the running
     maximum of ``lead`` per ``by``: no earlier ``arrival`` of the row's ``by`` has ``lead``
@@ -546,14 +547,90 @@ def kept_in_parts(
     is applied by the returned :class:`KeptInPart` to each whole part, where the rows are
     written: it drops the probes and adds ``out`` (a window in Spark cost more than the
     search in Arrow).  Run it over a DataFrame with :func:`apply_in_parts`.  ``least``,
-    ``rank``: columns the step adds too (see :class:`KeptInPart`)."""
+    ``rank``: columns the step adds too (see :class:`KeptInPart`).
+
+    ``fill``: the rows the rule does not keep, found otherwise (``by``, ``lead``,
+    ``arrival`` and columns of values for them, such as the words of a discard); they go
+    into the parts beside those rows, and the step is a :class:`FilledInPart`, which gives
+    each row it does not keep the values of its fill row (the rows without one: null)."""
     lo, hi = limits or value_limits(df, lead)
     step = KeptInPart(lead, arrival, width, out, tuple(by), least, rank)
     if lo is None:
         rows = df.withColumns({PART: F.lit(0).cast("long"), PROBE: F.lit(False)})
     else:
-        rows = _with_probes(df, lead, width, arrival, by, lo, hi).repartition(PART)
+        rows = _with_probes(df, lead, width, arrival, by, lo, hi)
+    if fill is not None:  # (no rows: no fill rows either, but their columns)
+        values = tuple(c for c in fill.columns if c not in {*by, lead, arrival})
+        # (probes to the search: each the copy of a row's key, lead and arrival, which
+        # changes no least arrival above anything)
+        fill = fill.withColumns(
+            {PART: _part(bucketer(lo, hi), lead), PROBE: F.lit(True), FILL: F.lit(True)}
+        )
+        rows = rows.unionByName(fill, allowMissingColumns=True)
+        step = FilledInPart(step, values)
+    if lo is not None:
+        rows = rows.repartition(PART)
     return rows.sortWithinPartitions(PART, lead, arrival), step
+
+
+FILL = "_evt_fill"  # rows that carry values for the row of the same arrival (FilledInPart)
+
+
+@dataclass(frozen=True)
+class FilledInPart:
+    """:class:`KeptInPart` with fill rows (:data:`FILL`, see :func:`kept_in_parts`): each
+    row the search does not keep takes ``values`` from the fill row of the same arrival
+    (the fill rows are probes: the search leaves them out).  The two must agree: a row
+    set aside without its fill row, or a fill row without its row, is an internal error
+    (the fill rows come from another computation of the same rule)."""
+
+    search: KeptInPart
+    values: tuple[str, ...]
+
+    @property
+    def out(self) -> str:
+        return self.search.out
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it reads (beside the ones it passes on)."""
+        return (*self.search.columns, FILL, *self.values)
+
+    def schema(self, schema: StructType) -> StructType:
+        return self.search.schema(StructType([f for f in schema.fields if f.name != FILL]))
+
+    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
+        is_fill = pc.fill_null(part.column(FILL), False)
+        fills = part.select([self.search.arrival, *self.values]).filter(is_fill)
+        values = {c: fills.column(c).combine_chunks() for c in self.values}
+        at = fills.column(self.search.arrival).to_numpy()
+        order = np.argsort(at, kind="stable")
+        at = at[order]
+        used = 0
+        for b in self.search(part):
+            b = b.drop_columns([FILL])
+            late = ~b.column(self.search.out).to_numpy(zero_copy_only=False)
+            if late.any():
+                mine = b.column(self.search.arrival).to_numpy()[late]
+                i = np.minimum(np.searchsorted(at, mine), max(len(at) - 1, 0))
+                if len(at) == 0 or not np.array_equal(at[i], mine):
+                    raise _disagree(part, "a row the search set aside has no fill row")
+                which = np.zeros(b.num_rows, np.int64)
+                which[late] = order[i]
+                used += len(mine)
+                index = pa.array(which, mask=~late)
+                for c, v in values.items():
+                    b = b.set_column(b.schema.get_field_index(c), c, v.take(index))
+            yield b
+        if used != len(at):
+            raise _disagree(part, f"{len(at)} fill rows for {used} rows set aside")
+
+
+def _disagree(part: pa.Table, what: str) -> Exception:
+    from evtime.errors import EvtimeError, in_task
+
+    where = part.column(PART)[0].as_py() if part.num_rows else None
+    return in_task(EvtimeError(f"internal error in part {where}: {what}; please report this"))
 
 
 def apply_in_parts(df: DataFrame, step) -> DataFrame:
