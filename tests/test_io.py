@@ -58,6 +58,25 @@ def test_parquet_ns_round_trip(run_cli, workdir):
     assert out.column("time").cast(pa.int64()).to_pylist() == sorted(times)
     assert out.column("evtime").cast(pa.int64()).to_pylist() == sorted(times)
     assert out.column("v").to_pylist() == [3, 1, 4, 2]
+    # times in output order are delta-encoded; the other columns keep the dictionary
+    chunks = pq.ParquetFile("out.parquet").metadata.row_group(0)
+    encodings = {chunks.column(i).path_in_schema: chunks.column(i).encodings for i in range(3)}
+    assert "DELTA_BINARY_PACKED" in encodings["time"]
+    assert "DELTA_BINARY_PACKED" in encodings["evtime"]
+    assert "RLE_DICTIONARY" in encodings["v"]
+
+
+def test_parquet_encodings_only_for_flat_schemas_with_times():
+    from evtime.io.writer import parquet_encodings
+
+    flat = pa.schema([("t", pa.timestamp("ns")), ("k", pa.string())])
+    assert parquet_encodings(flat) == {
+        "use_dictionary": ["k"],
+        "column_encoding": {"t": "DELTA_BINARY_PACKED"},
+    }
+    # (a nested column's leaves have other names than its field: pyarrow's defaults)
+    assert parquet_encodings(pa.schema([*flat, ("s", pa.struct([("x", pa.int64())]))])) == {}
+    assert parquet_encodings(pa.schema([("k", pa.string())])) == {}
 
 
 def test_csv_columns_come_out_unchanged(run_cli, workdir):
