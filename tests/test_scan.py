@@ -185,6 +185,22 @@ def test_kept_in_parts_is_the_rule_over_arrival_order(spark, values, width, spre
     assert {r["i"]: r["keep"] for r in got} == dict(enumerate(want))
 
 
+def test_kept_in_parts_reads_its_input_twice(spark):
+    """The carry's aggregate reads the input once; the rows and their halo copies come
+    from one more read (a union with the halo would read it a third time)."""
+    from pyspark.sql import functions as F
+
+    df = spark.range(0, 1000, numPartitions=4).select(
+        (F.col("id") * 7919 % 1000).alias("v"), F.col("id").alias(SEQ)
+    )
+    rows, step = kept_in_parts(df, "v", 50, SEQ, "keep")
+    got = apply_in_parts(rows, step)
+    keep = {r[SEQ]: r["keep"] for r in got.collect()}
+    assert keep == dict(enumerate(_kept_by_arrival([i * 7919 % 1000 for i in range(1000)], 50)))
+    plan = got._jdf.queryExecution().executedPlan().toString()  # (run: the final plan)
+    assert plan.split("== Initial Plan ==")[0].count("Range (0, 1000") == 2
+
+
 @spark_settings(10, suppress_health_check=[HealthCheck.too_slow])
 @given(
     values=st.lists(st.integers(0, 12), min_size=1, max_size=60),

@@ -295,7 +295,6 @@ def _with_probes(
     bucket = bucketer(lo, hi)
     back = F.col(lead) - F.lit(width + 1)  # a row passes the rows at or below this value
     reaches = F.col(lead) >= F.lit(lo + width + 1)  # the row passes some value
-    reaching = df.where(reaches)
     # per part of the output: the least arrival of the rows that pass the whole part.
     # Without keys, for every possible part (running() would otherwise join the aggregate
     # with itself, and Spark computes it, a scan of the input, twice), from one aggregate
@@ -315,13 +314,18 @@ def _with_probes(
     carry = carry.where(F.col(arrival).isNotNull()).select(
         *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(PROBE)
     )
-    rows = df.withColumns({PART: _part(bucket, lead), PROBE: F.lit(False)})
-    halo = reaching.where(bucket(back) < bucket(F.col(lead))).select(
-        *by, lead, arrival, bucket(back).alias(PART), F.lit(True).alias(PROBE)
+    # the halo in the same scan as the rows (a union would read the input once more): a
+    # row that reaches back into an earlier part comes out twice, the second time as a
+    # probe there, with only its key, lead and arrival
+    halo = reaches & (bucket(back) < bucket(F.col(lead)))
+    twice = F.when(halo, F.array(F.lit(False), F.lit(True))).otherwise(F.array(F.lit(False)))
+    probe, whole = F.col(PROBE), {*by, lead, arrival}
+    rows = df.withColumn(PROBE, F.explode(twice)).select(
+        *[c if c in whole else F.when(~probe, F.col(c)).alias(c) for c in df.columns],
+        F.when(probe, bucket(back)).otherwise(_part(bucket, lead)).alias(PART),
+        PROBE,
     )
-    return rows.unionByName(halo, allowMissingColumns=True).unionByName(
-        carry, allowMissingColumns=True
-    )
+    return rows.unionByName(carry, allowMissingColumns=True)
 
 
 def first_above_in_parts(
