@@ -88,9 +88,13 @@ ADJUST = ["adjust", "--unit", "msec", "--range", "999", "-q"]
 OUTS = ["-o", "{d}/out.parquet", "--discards", "{d}/late.parquet"]
 
 
+OTHER_UNITS = ["sent", "stamp", "sec"]  # (timestamps not in ns: Spark infers their type)
+
+
 def _cases(d: Path) -> dict[str, list[str]]:
     return {
         "ns-naive": [_write(d / "ns.parquet", _table(300, 1))],
+        "ns-only": [_write(d / "nso.parquet", _table(300, 11).drop_columns(OTHER_UNITS))],
         "us-utc": [_write(d / "us.parquet", _table(300, 2, "us", "UTC"))],
         "ms-naive": [_write(d / "ms.parquet", _table(300, 3, "ms"))],
         "s-paris": [_write(d / "s.parquet", _table(300, 4, "s", "Europe/Paris"))],
@@ -116,7 +120,15 @@ def inputs(tmp_path_factory) -> dict[str, list[str]]:
 
 @pytest.mark.parametrize(
     "case",
-    ["ns-naive", "us-utc", "ms-naive", "s-paris", "two-files-in-given-order", "row-groups"]
+    [
+        "ns-naive",
+        "ns-only",
+        "us-utc",
+        "ms-naive",
+        "s-paris",
+        "two-files-in-given-order",
+        "row-groups",
+    ]
     + ["odd-path"],
 )
 def test_native_read_gives_what_pyarrow_gives(
@@ -178,6 +190,18 @@ def _files(tmp_path: Path, table: pa.Table, name: str = "x.parquet", **kw) -> li
 def _problem(files: list[InputFile], opts: reader.ReadOptions | None = None) -> str | None:
     opts = opts or reader.ReadOptions()
     return native.problem(files, reader.layout(files, opts), opts)
+
+
+def test_the_schema_given_to_spark_is_the_one_it_infers(spark, tmp_path):
+    """Files whose timestamps are all ns: Spark's reader is given the schema it would infer
+    (no job reads a footer for it); with other timestamps it infers it."""
+    f = _write(tmp_path / "ns.parquet", _table(20, 12).drop_columns(OTHER_UNITS))
+    files = expand_inputs([f], None)
+    lay = reader.layout(files, reader.ReadOptions())
+    given = native._given_schema(lay)
+    assert given is not None and given == spark.read.parquet(f).schema
+    mixed = expand_inputs([_write(tmp_path / "mixed.parquet", _table(20, 13))], None)
+    assert native._given_schema(reader.layout(mixed, reader.ReadOptions())) is None
 
 
 def test_what_goes_to_pyarrow(tmp_path, monkeypatch):
