@@ -133,3 +133,21 @@ def test_existing_output_is_refused_before_spark_starts(
     with pytest.raises(SystemExit) as done:
         main([*given, "--overwrite"])
     assert done.value.code == 9 and len(built) == 1
+
+
+def test_big_inputs_get_more_shuffle_partitions_never_fewer(spark):
+    """More than ROWS_PER_TASK rows per shuffle partition: enough partitions that each
+    holds at most that many; a smaller input keeps the session's number."""
+    from evtime.cli.run import ROWS_PER_TASK, SHUFFLE_PARTITIONS, shuffle_for
+
+    before = spark.conf.get(SHUFFLE_PARTITIONS)
+    try:
+        spark.conf.set(SHUFFLE_PARTITIONS, "8")
+        shuffle_for(spark, 8 * ROWS_PER_TASK)
+        assert spark.conf.get(SHUFFLE_PARTITIONS) == "8"
+        shuffle_for(spark, 25 * ROWS_PER_TASK - 1)
+        assert spark.conf.get(SHUFFLE_PARTITIONS) == "25"
+        shuffle_for(spark, 10)
+        assert spark.conf.get(SHUFFLE_PARTITIONS) == "25"
+    finally:
+        spark.conf.set(SHUFFLE_PARTITIONS, before)
