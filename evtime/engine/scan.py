@@ -295,6 +295,7 @@ def _with_probes(
     bucket = bucketer(lo, hi)
     back = F.col(lead) - F.lit(width + 1)  # a row passes the rows at or below this value
     reaches = F.col(lead) >= F.lit(lo + width + 1)  # the row passes some value
+    own, reached = bucket(F.col(lead)), bucket(back)  # its part; the lowest part it passes
     # per part of the output: the least arrival of the rows that pass the whole part.
     # Without keys, for every possible part (running() would otherwise join the aggregate
     # with itself, and Spark computes it, a scan of the input, twice), from one aggregate
@@ -303,12 +304,12 @@ def _with_probes(
     every = None if by else df.sparkSession.range(1 << BUCKET_BITS).withColumnRenamed("id", PART)
     if by:
         pairs = F.array(
-            F.struct(bucket(F.col(lead)).alias("p"), F.lit(None).cast("long").alias("m")),
-            F.struct(F.when(reaches, bucket(back)).alias("p"), F.col(arrival).alias("m")),
+            F.struct(own.alias("p"), F.lit(None).cast("long").alias("m")),
+            F.struct(F.when(reaches, reached).alias("p"), F.col(arrival).alias("m")),
         )
         passing = df.select(*by, F.inline(pairs)).where(F.col("p").isNotNull())
     else:
-        passing = df.where(reaches).select(bucket(back).alias("p"), F.col(arrival).alias("m"))
+        passing = df.where(reaches).select(reached.alias("p"), F.col(arrival).alias("m"))
     least = passing.groupBy(*by, F.col("p").alias(PART)).agg(F.min("m").alias("_fa_m"))
     carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=every)
     carry = carry.where(F.col(arrival).isNotNull()).select(
@@ -317,12 +318,12 @@ def _with_probes(
     # the halo in the same scan as the rows (a union would read the input once more): a
     # row that reaches back into an earlier part comes out twice, the second time as a
     # probe there, with only its key, lead and arrival
-    halo = reaches & (bucket(back) < bucket(F.col(lead)))
+    halo = reaches & (reached < own)
     twice = F.when(halo, F.array(F.lit(False), F.lit(True))).otherwise(F.array(F.lit(False)))
     probe, whole = F.col(PROBE), {*by, lead, arrival}
     rows = df.withColumn(PROBE, F.explode(twice)).select(
         *[c if c in whole else F.when(~probe, F.col(c)).alias(c) for c in df.columns],
-        F.when(probe, bucket(back)).otherwise(_part(bucket, lead)).alias(PART),
+        F.when(probe, reached).otherwise(_part(bucket, lead)).alias(PART),
         PROBE,
     )
     return rows.unionByName(carry, allowMissingColumns=True)
