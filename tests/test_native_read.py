@@ -289,3 +289,35 @@ def test_footers_of_files_without_times(tmp_path):
     assert native.problem(files, reader.layout(files, opts), opts, footers) is None
     got = native._footing(footers, reader.layout(files, opts))
     assert (got.good, got.bad, got.least, got.greatest) == (0, 5, None, None)
+
+
+def test_row_groups_split_over_tasks_carry_their_footer_maxima(
+    run_cli, monkeypatch, tmp_path, task_reads
+):
+    """Without --key, the running maximum of the time starts every row group from the
+    footers' maximum before it: a file cut into many splits (many tasks, each reading a
+    few row groups), in two files, gives what pyarrow in tasks gives (a first pass there)."""
+    files = [
+        _write(tmp_path / "a.parquet", _table(300, 21), row_group_size=13),
+        _write(tmp_path / "b.parquet", _table(200, 22), row_group_size=9),
+    ]
+    groups = native._footing(
+        [InputFile(i, p, p, "parquet") for i, p in enumerate(files)],
+        [pq.read_metadata(p) for p in files],
+        reader.Layout(pq.read_schema(files[0]), "time"),
+    ).groups
+    assert len(groups) == 24 + 23 and groups[0][0] == 0 and groups[24][0] == 1 << 40
+    small = ["--conf", "spark.sql.files.maxPartitionBytes=2048"]
+    for args in (
+        ["explain", "bound", "--window", "5s", "--unit", "msec", "--range", "999", "-q"],
+        [*ADJUST, "--discards", "{d}/late.parquet"],
+    ):
+        (code, err, outs), (code0, err0, outs0) = _both(
+            run_cli,
+            monkeypatch,
+            tmp_path,
+            [*args, *small, *files, "-o", "{d}/out.csv", "--overwrite"],
+            task_reads,
+        )
+        assert code == code0 == 0, (err, err0)
+        assert outs == outs0 and err == err0

@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from evtime.engine.scan import (
+    AsRead,
     FilledInPart,
     KeptInPart,
     apply_in_parts,
@@ -84,6 +85,57 @@ def test_one_chunk_leaves_out_the_per_chunk_pass(spark):
     assert "HashAggregate" in plan_many and "HashAggregate" not in plan_one
     assert "Window" in plan_one
     assert sorted(map(tuple, one.collect())) == sorted(map(tuple, many.collect()))
+
+
+def _as_read(spark, rows, per_chunk: int, parts: int):
+    """Rows as a reader gives them: ``parts`` Spark partitions, each a stretch of
+    consecutive arrivals in arrival order, ``per_chunk`` arrivals per chunk."""
+    from pyspark.sql import functions as F
+
+    n = len(rows)
+    values = F.array(*[F.lit(v).cast("long") for _, v in rows])
+    seq = (F.col("id") / per_chunk).cast("long") * (1 << CHUNK_SHIFT) + F.col("id") % per_chunk
+    return spark.range(0, n, 1, parts).select(
+        F.col("id").alias("i"),
+        F.element_at(values, (F.col("id") + 1).cast("int")).alias("v"),
+        seq.alias(SEQ),
+        F.shiftright(seq, CHUNK_SHIFT).alias(CHUNK),
+    )
+
+
+@spark_settings(10, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    rows=st.lists(
+        st.tuples(st.just(None), st.one_of(st.none(), st.integers(-50, 50))),
+        min_size=1,
+        max_size=40,
+    ),
+    inclusive=st.booleans(),
+    per_chunk=st.sampled_from([1, 3, 7, 64]),
+    parts=st.integers(1, 4),
+)
+def test_prefix_as_read_equals_a_running_count_and_max(spark, rows, inclusive, per_chunk, parts):
+    """Without keys, on rows as read: the carry joined to each run (a partition's part of
+    a chunk), continued in Arrow where the rows are."""
+    from pyspark.sql import functions as F
+
+    df = _as_read(spark, rows, per_chunk, parts)
+    got = prefix_count_max(
+        df, {"n": F.col("v").isNotNull()}, {"m": "v"}, (), inclusive, as_read=AsRead()
+    )
+    plan = got._jdf.queryExecution().executedPlan().toString()
+    assert "Window" not in plan and "ArrowEvalPython" in plan
+    got = got.orderBy("i").collect()
+    assert [(r["n"], r["m"]) for r in got] == _expected(rows, inclusive)
+
+
+def test_prefix_as_read_refuses_rows_out_of_arrival_order(spark):
+    """Partitions that are not stretches of arrivals (here dealt round-robin) stop the run
+    with an internal error instead of a wrong bound."""
+    df = _as_read(spark, [(None, v) for v in range(12)], 64, 1).repartition(3)
+    got = prefix_count_max(df, {}, {"m": "v"}, (), False, as_read=AsRead())
+    with pytest.raises(Exception, match="not in arrival order"):
+        got.collect()
 
 
 @pytest.mark.parametrize("descending", [False, True])

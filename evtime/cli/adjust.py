@@ -86,7 +86,7 @@ def adjust(**kw) -> None:
     classified, step = (
         engine.classify_in_order(df, spec, limits)
         if in_order
-        else (engine.classify(df, spec, one_chunk=inp.one_chunk), None)
+        else (engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read), None)
     )
     df, sinks = _sinks(classified, spec, own, kw)
     out = sinks[0]
@@ -145,7 +145,7 @@ def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
     held_file, refs_file = stf.file("held.parquet"), stf.file("refs.parquet")
     refs = spark.read.parquet(refs_file) if refs_file else None
     carried = spark.read.parquet(held_file) if held_file else None
-    df = engine.classify(df, spec, refs, one_chunk=inp.one_chunk)
+    df = engine.classify(df, spec, refs, one_chunk=inp.one_chunk, as_read=inp.as_read)
     df = engine.carry_on(df, spec, carried, refs, stf.st.arrivals, stf.flush)
     df, sinks = _sinks(df, spec, own, kw)
 

@@ -313,7 +313,7 @@ def bound(**kw) -> None:
         counts = _counts(n)
         detail = _detail(n, counts)
         return run.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
-    cl = engine.prepare(df, spec, one_chunk=inp.one_chunk)
+    cl = engine.prepare(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
     w, names = _windows(cl, spec, items, lay.schema.names)
     out_frame, key_lay = _output(w, spec, names, sinks[0], lay, read)
     # every arrival is routed (the late rows to --discards, if given): the summary's
@@ -338,7 +338,7 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     from evtime.engine import bound as engine
     from evtime.engine import bound_tally
 
-    cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
+    cl = engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     t = t.localCheckpoint()  # (the small table: everything below reads it)
     routes, windows, limits, size = bound_tally.counts(t, spec)
@@ -497,7 +497,7 @@ def explain_bound(**kw) -> None:
 
     fmt = explain_format(kw["fmt"], kw["output"])
     spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
-    cl = engine.prepare(df, spec, one_chunk=inp.one_chunk)
+    cl = engine.prepare(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
     w, _ = engine.windows(cl, spec, [engine.opened()] if plot_path else [])
     if plot_path:
         w = w.localCheckpoint()  # read by explain and by the picture

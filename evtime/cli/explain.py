@@ -190,7 +190,7 @@ def _adjust_frame(df, spec, inp, own, sources, read, limits, shared):
                     {c: v for c, v in nulls.items() if c not in frame.columns}
                 )
             return frame, step
-    cl = engine.classify(df, spec, one_chunk=inp.one_chunk)
+    cl = engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
     frame = present.explain_frame(engine.explain(cl, spec, sources, limits), ("ref",), own)
     frame = frame.withColumn(
         ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")

@@ -62,6 +62,9 @@ class Inputs:
     # every row has the same _evt_chunk, when start() read the input itself (one file of at
     # most 2^20 rows): prefix scans need no carry between chunks
     one_chunk: bool = False
+    # the rows as read (each Spark partition in arrival order) and, from the Parquet
+    # footers, where the row groups start (an engine.scan.AsRead, set by start())
+    as_read: object = None
 
 
 @dataclass
@@ -172,6 +175,8 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
 
         sopts.conf = {**DRIVER_IO_CONF, **sopts.conf}
     spark = build_session(sopts)
+    from evtime.engine.scan import AsRead
+
     _pyspark_error_logs(ses.verbose)
     global _progress
     from evtime.progress import maybe_start
@@ -194,12 +199,14 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         first, last = pc.min_max(table.column(reader.CHUNK)).values()
         inp.one_chunk = first.as_py() == last.as_py()
         df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
+        inp.as_read = AsRead()
         how = "read in this process (a small local input)"
     elif files:
         df, lay, footing = reader.read(spark, files, opts, lay)
         # counted and ranged by the Parquet footers, or as the rows were numbered
         inp.counted = (footing.good, footing.bad)
         inp.time_range = (footing.least, footing.greatest)
+        inp.as_read = AsRead(footing.groups or ())
         how = footing.how
         if SHUFFLE_PARTITIONS not in sopts.conf:
             shuffle_for(spark, sum(inp.counted))
@@ -220,9 +227,11 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         if not inp.order_by and (inp.counted[1] if inp.counted else inp.rejected.limit(1).count()):
             df = order_arrivals(df, reader.SEQ)
             inp.one_chunk = False  # (numbered again, per Spark partition)
+            inp.as_read = AsRead()  # (no longer the row groups' numbers)
     if inp.order_by:
         df = order_arrivals(df, inp.order_by)
         inp.one_chunk = False
+        inp.as_read = AsRead()
     return spark, df, lay, files
 
 

@@ -23,6 +23,7 @@ from evtime.engine import present
 from evtime.engine.scan import (
     AFTER_PARTS,
     PROBE,
+    AsRead,
     KeptInPart,
     apply_in_parts,
     arrival_numbers,
@@ -87,14 +88,20 @@ def _join_keys(df: DataFrame, small: DataFrame, keys: tuple[str, ...]) -> DataFr
 
 
 def classify(
-    df: DataFrame, spec: AdjustSpec, refs: DataFrame | None = None, one_chunk: bool = False
+    df: DataFrame,
+    spec: AdjustSpec,
+    refs: DataFrame | None = None,
+    one_chunk: bool = False,
+    as_read: AsRead | None = None,
 ) -> DataFrame:
     """Add the adjusted time, the reference time before the arrival and the keep flag.
     ``refs`` ``(keys..., _evt_ref)``: reference times carried from an earlier run
     (``--state``), in force before the first arrival of their key.  ``one_chunk``: every
-    row has the same ``_evt_chunk`` (see :func:`~evtime.engine.scan.prefix_count_max`)."""
+    row has the same ``_evt_chunk``; ``as_read``: ``df`` is the input as read (see
+    :func:`~evtime.engine.scan.prefix_count_max`)."""
     df = df.withColumn(EVT, _evtime(spec))
-    df = prefix_max(df, {REF_BEFORE: EVT}, by=spec.keys, inclusive=False, one_chunk=one_chunk)
+    known = as_read.time_maxima(spec.unit_ns) if as_read and not spec.keys else None
+    df = prefix_max(df, {REF_BEFORE: EVT}, spec.keys, False, one_chunk, as_read, known)
     if refs is not None:
         df = _join_keys(df, refs, spec.keys)
         df = df.withColumn(REF_BEFORE, F.greatest(F.col(REF_BEFORE), F.col(REF))).drop(REF)

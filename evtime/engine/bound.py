@@ -32,6 +32,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 
 from evtime.engine import adjust, present, udaf
 from evtime.engine.scan import (
+    AsRead,
     arrival_numbers,
     first_above,
     join_small,
@@ -134,21 +135,27 @@ def _marker(spec: BoundSpec) -> Column:
 
 
 def classify(
-    df: DataFrame, spec: BoundSpec, carried: DataFrame | None = None, one_chunk: bool = False
+    df: DataFrame,
+    spec: BoundSpec,
+    carried: DataFrame | None = None,
+    one_chunk: bool = False,
+    as_read: AsRead | None = None,
 ) -> DataFrame:
     """Add the bound in force / after each arrival, the decision and the window time.
     ``carried`` ``(keys..., BOUND, CTI_N, CTI_SEEN)``: what an earlier run left per key
     (``--state``): its bound (in force before the key's first arrival here) and, for
     ``cti``, its count of data rows and largest data time; with it, the rows carry the
     running ``CTI_N`` / ``CTI_SEEN`` (cti) for the next state.  ``one_chunk``: every row
-    has the same ``_evt_chunk`` (see :func:`~evtime.engine.scan.prefix_count_max`)."""
+    has the same ``_evt_chunk``; ``as_read``: ``df`` is the input as read (see
+    :func:`~evtime.engine.scan.prefix_count_max`)."""
     keys = spec.keys
     df = df.withColumn(MARK, _marker(spec))
     if carried is not None:
         df = adjust._join_keys(df, carried.select(*keys, BOUND, CTI_N, CTI_SEEN), keys)
+        as_read = None  # (a join may have shuffled the rows)
     if spec.bounds == "rows":
         aspec = adjust.AdjustSpec(spec.unit or "nsec", spec.range or 0, keys)
-        df = adjust.classify(df, aspec, one_chunk=one_chunk)
+        df = adjust.classify(df, aspec, one_chunk=one_chunk, as_read=as_read)
         df = df.withColumnRenamed(adjust.EVT, T0).drop(adjust.KEEP)
         ref = F.col(adjust.REF_BEFORE)
         df = df.withColumns(
@@ -163,9 +170,8 @@ def classify(
             strict = spec.tick if spec.strict else 0
             promise = F.when(F.col(MARK), F.col(T) + F.lit(strict))
         else:  # cti: every N-th data row of the key, max data time so far - delay
-            df = prefix_count_max(
-                df, {"_evt_n": F.lit(True)}, {"_evt_seen": T}, keys, one_chunk=one_chunk
-            )
+            n, seen = {"_evt_n": F.lit(True)}, {"_evt_seen": T}
+            df = prefix_count_max(df, n, seen, keys, one_chunk=one_chunk, as_read=as_read)
             if carried is not None:
                 df = df.withColumns(
                     {
@@ -178,7 +184,7 @@ def classify(
                 F.col("_evt_seen") - F.lit(spec.cti_delay),
             )
         df = df.withColumn("_evt_promise", promise)
-        df = prefix_max(df, {BEFORE: "_evt_promise"}, keys, False, one_chunk)
+        df = prefix_max(df, {BEFORE: "_evt_promise"}, keys, False, one_chunk, as_read)
         df = df.withColumn(AFTER, F.greatest(BEFORE, "_evt_promise"))
         df = df.drop("_evt_promise", "_evt_seen", "_evt_n")  # (absent names: no-op)
     if carried is not None:
@@ -206,10 +212,11 @@ def prepare(
     carried: DataFrame | None = None,
     arrivals: int = 0,
     one_chunk: bool = False,
+    as_read: AsRead | None = None,
 ) -> DataFrame:
     """:func:`classify` plus 1-based arrival numbers (after ``arrivals`` read by earlier
     runs), cut from its lineage (every later step reads these rows several times)."""
-    df = arrival_numbers(classify(df, spec, carried, one_chunk), ARRIVAL)
+    df = arrival_numbers(classify(df, spec, carried, one_chunk, as_read), ARRIVAL)
     if arrivals:
         df = df.withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(arrivals))
     return df.localCheckpoint()

@@ -19,6 +19,8 @@ per-chunk / per-bucket aggregates.
 
 from __future__ import annotations
 
+import itertools
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -27,7 +29,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+from pyspark.sql.functions import arrow_udf
+from pyspark.sql.types import LongType, StructField, StructType
+from pyspark.util import PythonEvalType
 
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ
 
@@ -121,14 +125,16 @@ def prefix_max(
     by: Sequence[str] = (),
     inclusive=True,
     one_chunk=False,
+    as_read: AsRead | None = None,
+    known: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> DataFrame:
     """Add, per ``out -> value``, the max of ``value`` over the key's arrivals up to this one.
 
     ``inclusive=False`` excludes the row itself (the bound in force when it arrives).
-    Nulls are ignored; a key with no value yet gives null.  ``one_chunk``: see
-    :func:`prefix_count_max`.
+    Nulls are ignored; a key with no value yet gives null.  ``one_chunk``, ``as_read``,
+    ``known``: see :func:`prefix_count_max`.
     """
-    return prefix_count_max(df, {}, values, by, inclusive, one_chunk)
+    return prefix_count_max(df, {}, values, by, inclusive, one_chunk, as_read, known)
 
 
 def value_limits(df: DataFrame, col: str) -> tuple[int | None, int | None]:
@@ -696,6 +702,28 @@ def order_arrivals(df: DataFrame, col: str) -> DataFrame:
     return ordered.withColumn(CHUNK, F.shiftright(SEQ, CHUNK_SHIFT)).localCheckpoint()
 
 
+@dataclass(frozen=True)
+class AsRead:
+    """Rows as the input was read: each Spark partition holds stretches of consecutive
+    arrivals, each in arrival order (a file's splits, the reader's chunks, a checkpoint of
+    them; no shuffle since).  ``groups``: ``(first _evt_seq, greatest time in ns or None)``
+    of every Parquet row group, in arrival order, from the footers (Spark's reader splits
+    files between row groups, so every stretch starts at one); empty: not known."""
+
+    groups: tuple[tuple[int, int | None], ...] = ()
+
+    def time_maxima(self, unit: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per row group: its first ``_evt_seq`` and the greatest time floored to ``unit``
+        ns over the arrivals before it (:data:`_NONE`: none); None without groups."""
+        if not self.groups:
+            return None
+        starts = np.array([g for g, _ in self.groups], np.int64)
+        top = np.array([_NONE if t is None else t for _, t in self.groups], np.int64)
+        before = np.concatenate([[_NONE], np.maximum.accumulate(top)[:-1]])
+        floored = before - np.mod(before, unit)
+        return starts, np.where(before == _NONE, _NONE, floored)
+
+
 def prefix_count_max(
     df: DataFrame,
     counts: Mapping[str, Column],
@@ -703,6 +731,8 @@ def prefix_count_max(
     by: Sequence[str] = (),
     inclusive: bool = True,
     one_chunk: bool = False,
+    as_read: AsRead | None = None,
+    known: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> DataFrame:
     """Add, per ``out -> cond`` in ``counts``, how many of the key's arrivals up to and
     including this one satisfy ``cond``, and per ``out -> value`` in ``maxes`` the running
@@ -716,6 +746,13 @@ def prefix_count_max(
         f"_pn_{o}": F.when(c, F.lit(1)).otherwise(F.lit(0)).cast("long") for o, c in counts.items()
     }
     vals = {f"_pv_{o}": (F.col(v) if isinstance(v, str) else v) for o, v in maxes.items()}
+    if as_read is not None and not by and not one_chunk:
+        vals = {c: v.cast("long") for c, v in vals.items()}
+        if known is not None and not counts and len(maxes) == 1:
+            (v,), (o,) = vals.values(), maxes
+            return _streamed_from(df, v, o, inclusive, known)
+        outs = {**{f"_pn_{o}": o for o in counts}, **{f"_pv_{o}": o for o in maxes}}
+        return _streamed(df, ones, vals, outs, inclusive)
     df = df.withColumns({**ones, **vals})
     if one_chunk:
         both = df.withColumn(_PROBE, F.lit(False))
@@ -754,3 +791,201 @@ def positions_by(df: DataFrame, lead: str, order: Sequence[Column | str], out: s
         .withColumn(out, F.col("_pb_off") + F.row_number().over(inside))
         .drop("_pb_b", "_pb_off")
     )
+
+
+RUN = "_evt_run"  # (streamed scans) the Spark partition that read a row
+
+
+def _streamed(
+    df: DataFrame,
+    ones: Mapping[str, Column],
+    vals: Mapping[str, Column],
+    outs: Mapping[str, str],
+    inclusive: bool,
+) -> DataFrame:
+    """:func:`prefix_count_max` without keys, for rows that each Spark partition holds in
+    arrival order (as read: a file's splits, the reader's chunks, a checkpoint of them).
+
+    No shuffle and no sort: a *run* is what one partition holds of one chunk (a range of
+    ``_evt_seq`` values, in order); one aggregate per run and a running aggregate over the
+    runs (a small table, ordered by their first arrival) give each run its carry, joined to
+    its rows (broadcast: it keeps the rows where they are), and a pass in Arrow over each
+    partition continues it row by row (:class:`RunningInRuns`).  That pass checks what it
+    relies on: every run's rows in increasing ``_evt_seq``, from its first one, and runs
+    that do not overlap (an internal error otherwise, never a wrong answer)."""
+    df = df.withColumns({**ones, **vals, RUN: F.spark_partition_id()})
+    cs, vs = list(ones), list(vals)
+    per_run = (
+        df.groupBy(RUN, CHUNK)
+        .agg(
+            F.min(SEQ).alias("_sr_lo"),
+            F.max(SEQ).alias("_sr_hi"),
+            *[F.sum(c).alias(f"_pk{c}") for c in cs],
+            *[F.max(c).alias(f"_pk{c}") for c in vs],
+        )
+        .localCheckpoint()  # (a few rows, read three times below)
+    )
+    carry = running(
+        per_run.drop(RUN, CHUNK),
+        (),
+        "_sr_lo",
+        {
+            "_sr_before": ("max", "_sr_hi"),
+            **{f"_sc{c}": ("sum", f"_pk{c}") for c in cs},
+            **{f"_sc{c}": ("max", f"_pk{c}") for c in vs},
+        },
+    )
+    carry = per_run.select(RUN, CHUNK, "_sr_lo").join(carry, "_sr_lo")
+    joined = df.join(
+        F.broadcast(carry.withColumnsRenamed({RUN: "_sr_run", CHUNK: "_sr_chunk"})),
+        (F.col(RUN) == F.col("_sr_run")) & (F.col(CHUNK) == F.col("_sr_chunk")),
+        "left",
+    )
+    step = RunningInRuns(len(cs), len(vs), inclusive, tuple(outs.values()))
+    got = StructType([StructField(o, LongType()) for o in outs.values()])
+    # (an iterator UDF: each partition's rows in one call, in order; only its columns go to
+    # Python, the rows stay in the JVM. Nondeterministic: evaluated once, where it stands)
+    args = [RUN, CHUNK, SEQ, "_sr_lo", "_sr_before", *[f"_sc{c}" for c in (*cs, *vs)], *cs, *vs]
+    with warnings.catch_warnings():  # (type hints: not on a callable object)
+        warnings.simplefilter("ignore", UserWarning)
+        udf = arrow_udf(step, got, PythonEvalType.SQL_SCALAR_ARROW_ITER_UDF)
+    joined = joined.withColumn("_sr_out", udf.asNondeterministic()(*args))
+    helpers = [RUN, "_sr_run", "_sr_chunk", "_sr_lo", "_sr_before", *args[5:], "_sr_out"]
+    out = {o: F.col(f"_sr_out.{o}") for o in outs.values()}
+    return joined.withColumns(out).drop(*helpers)
+
+
+_NONE = np.iinfo(np.int64).min  # (a running max with no value yet)
+
+
+@dataclass(frozen=True)
+class RunningInRuns:
+    """The row-by-row pass of :func:`_streamed`: called once per Spark partition with its
+    batches in order, of ``(RUN, CHUNK, SEQ, the run's first SEQ, the greatest SEQ of the
+    runs before it, the carries, the counted 0/1 columns, the maximised int64 columns)``;
+    yields, per batch, a struct of the running sums (``counts`` of them) and maxima
+    (``maxes``; nulls ignored, null before any value) of each run, from its carry;
+    ``inclusive=False`` leaves each row out of its own."""
+
+    counts: int
+    maxes: int
+    inclusive: bool
+    names: tuple[str, ...]  # (of the struct's fields)
+
+    def __call__(self, batches: Iterator[tuple[pa.Array, ...]]) -> Iterator[pa.StructArray]:
+        state: dict[tuple[int, int], list[int]] = {}  # run -> [last seq, sums..., maxima...]
+        for cols in batches:
+            got = self.running(cols, state)
+            yield pa.StructArray.from_arrays(got, names=list(self.names))
+
+    def running(self, cols: tuple[pa.Array, ...], state: dict) -> list[pa.Array]:
+        nc, nv = self.counts, self.maxes
+        run, chunk, seq = (_filled(a, 0) for a in cols[:3])
+        carries = cols[5 : 5 + nc + nv]
+        ones = [_filled(a, 0) for a in cols[5 + nc + nv : 5 + 2 * nc + nv]]
+        vals = [_filled(a, _NONE) for a in cols[5 + 2 * nc + nv :]]
+        n = len(seq)
+        sums = [np.empty(n, np.int64) for _ in ones]
+        maxes = [np.empty(n, np.int64) for _ in vals]
+        cuts = np.flatnonzero((run[1:] != run[:-1]) | (chunk[1:] != chunk[:-1])) + 1
+        edges = [0, *cuts.tolist(), n]
+        for i, j in itertools.pairwise(edges):
+            at = (int(run[i]), int(chunk[i]))
+            st = state.get(at)
+            if st is None:  # the run's first row: it starts from its carry
+                lo, before = cols[3][i].as_py(), cols[4][i].as_py()
+                if lo != seq[i] or (before is not None and before >= lo):
+                    raise _out_of_order(at)
+                st = [int(seq[i]) - 1, *[_or(c[i].as_py(), 0) for c in carries[:nc]]]
+                st += [_or(c[i].as_py(), _NONE) for c in carries[nc:]]
+            if seq[i] <= st[0] or (j - i > 1 and not (np.diff(seq[i:j]) > 0).all()):
+                raise _out_of_order(at)
+            st[0] = int(seq[j - 1])
+            for k, (o, x) in enumerate(zip(ones, sums, strict=True)):
+                c = np.cumsum(o[i:j]) + st[1 + k]
+                x[i:j] = c if self.inclusive else c - o[i:j]
+                st[1 + k] = int(c[-1])
+            for k, (v, x) in enumerate(zip(vals, maxes, strict=True), start=1 + nc):
+                m = np.maximum.accumulate(np.maximum(v[i:j], st[k]))
+                if self.inclusive:
+                    x[i:j] = m
+                else:
+                    x[i], x[i + 1 : j] = st[k], m[:-1]
+                st[k] = int(m[-1])
+            state[at] = st
+        return [pa.array(x) for x in sums] + [pa.array(x, mask=x == _NONE) for x in maxes]
+
+
+def _or(x: int | None, default: int) -> int:
+    return default if x is None else x
+
+
+def _filled(a: pa.Array, fill: int) -> np.ndarray:
+    """An int64 Arrow array as numpy, nulls as ``fill``."""
+    if a.null_count:
+        a = pc.fill_null(a, fill)
+    return a.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _out_of_order(at: tuple[int, int]) -> Exception:
+    return RuntimeError(
+        f"evtime internal error: the rows of partition {at[0]}, chunk {at[1]} are not in "
+        "arrival order (a streamed prefix scan needs each partition as read)"
+    )
+
+
+def _streamed_from(
+    df: DataFrame, value: Column, out: str, inclusive: bool, known: tuple[np.ndarray, np.ndarray]
+) -> DataFrame:
+    """:func:`_streamed` for one maximum whose carry into every row group is ``known``
+    (:meth:`AsRead.time_maxima`): no first pass; only ``_evt_seq`` and the value go to
+    Python (:class:`RunningFromGroups`)."""
+    step = RunningFromGroups(known[0], known[1], inclusive)
+    with warnings.catch_warnings():  # (type hints: not on a callable object)
+        warnings.simplefilter("ignore", UserWarning)
+        udf = arrow_udf(step, LongType(), PythonEvalType.SQL_SCALAR_ARROW_ITER_UDF)
+    return df.withColumn(out, udf.asNondeterministic()(F.col(SEQ), value))
+
+
+@dataclass(frozen=True)
+class RunningFromGroups:
+    """The pass of :func:`_streamed_from`, called once per Spark partition with its batches
+    of ``(_evt_seq, value)`` in order: a *stretch* is a run of consecutive ``_evt_seq``;
+    each starts at a row group's first arrival (``starts``; anything else is an internal
+    error), from the maximum before it (``before``), and runs on row by row."""
+
+    starts: np.ndarray
+    before: np.ndarray
+    inclusive: bool
+
+    def __call__(self, batches: Iterator[tuple[pa.Array, pa.Array]]) -> Iterator[pa.Array]:
+        last, top = None, _NONE  # the previous row's _evt_seq and running maximum
+        for seq_a, value_a in batches:
+            seq, value = _filled(seq_a, 0), _filled(value_a, _NONE)
+            n = len(seq)
+            if n == 0:
+                yield pa.array([], pa.int64())
+                continue
+            prev = np.concatenate([[_NONE if last is None else last], seq[:-1]])
+            fresh = set(np.flatnonzero(seq != prev + 1).tolist())  # stretches starting here
+            out = np.empty(n, np.int64)
+            for i, j in itertools.pairwise(sorted({0, *fresh, n})):
+                if i in fresh:  # (else: the stretch of the batch before goes on)
+                    top = self._carry(int(seq[i]))
+                m = np.maximum.accumulate(np.maximum(value[i:j], top))
+                if self.inclusive:
+                    out[i:j] = m
+                else:
+                    out[i], out[i + 1 : j] = top, m[:-1]
+                top = int(m[-1])
+            last = int(seq[-1])
+            yield pa.array(out, mask=out == _NONE)
+
+    def _carry(self, seq: int) -> int:
+        at = int(np.searchsorted(self.starts, seq))
+        if at == len(self.starts) or self.starts[at] != seq:
+            raise RuntimeError(
+                f"evtime internal error: a stretch of arrivals starts at {seq}, not at a "
+                "Parquet row group's first row (a streamed prefix scan needs the input as read)"
+            )
+        return int(self.before[at])

@@ -129,26 +129,33 @@ def _in_range(rg, i: int, per: int) -> bool:
     return lo <= st.min_raw and st.max_raw <= hi
 
 
-def _footing(mds: list, lay: Layout) -> Footing:
+def _footing(files: list[InputFile], mds: list, lay: Layout) -> Footing:
     """:class:`Footing` of files whose time column has statistics in every row group (as
     :func:`_footer_problem` checked): no Spark job counts or scans for it.  Parquet
     statistics are the row groups' own true minima and maxima (Spark skips row groups by
     them too)."""
     rows = nulls = 0
     least = greatest = None
+    groups = []  # (first arrival's _evt_seq, greatest time) per row group
     t = lay.schema.field(lay.time_col).type
     per = _NS_PER[_STORED[t.unit]]
-    for md in mds:
+    for f, md in zip(files, mds, strict=True):
         i = next(j for j in range(md.num_columns) if md.schema.column(j).name == lay.time_col)
+        first = f.index << SEQ_FILE_SHIFT
         for g in range(md.num_row_groups):
             rg = md.row_group(g)
             st = rg.column(i).statistics
             rows, nulls = rows + rg.num_rows, nulls + st.null_count
+            hi = None
             if st.has_min_max:
                 lo, hi = st.min_raw * per, st.max_raw * per
                 least = lo if least is None else min(least, lo)
                 greatest = hi if greatest is None else max(greatest, hi)
-    return Footing(rows - nulls, nulls, least, greatest, "read by Spark's Parquet reader")
+            if rg.num_rows:
+                groups.append((first, hi))
+            first += rg.num_rows
+    how = "read by Spark's Parquet reader"
+    return Footing(rows - nulls, nulls, least, greatest, how, tuple(sorted(groups)))
 
 
 def _footer_problem(f: InputFile, lay: Layout, md) -> str | None:
@@ -359,7 +366,7 @@ def read_native(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):
         expected = [(f.name, f.dataType) for f in spark_schema(lay, opts)]
         if [(f.name, f.dataType) for f in df.schema] != expected:
             return None
-        return df, _footing(footers, lay)
+        return df, _footing(files, footers, lay)
     except (PySparkException, Py4JError, EvtimeError):
         # Spark cannot list or read them (no FileSystem for the scheme, ...): pyarrow can,
         # or says why not

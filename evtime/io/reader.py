@@ -159,6 +159,9 @@ class Footing:
     least: int | None
     greatest: int | None
     how: str = ""
+    # per Parquet row group, in arrival order: its first arrival's _evt_seq and its
+    # greatest time in ns (None: no time), from the footers (None: not known)
+    groups: tuple[tuple[int, int | None], ...] | None = None
 
 
 @dataclass(frozen=True)
