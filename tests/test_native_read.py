@@ -273,12 +273,20 @@ def test_footers_count_and_range_the_times(tmp_path, unit):
     opts = reader.ReadOptions()
     footers: list = []
     assert native.problem(files, reader.layout(files, opts), opts, footers) is None
-    got = native._footing(footers, reader.layout(files, opts))
+    got = native._footing(files, footers, reader.layout(files, opts))
     ns = [v for t in tables for v in t.column("time").cast(pa.int64()).to_pylist()]
     per = {"ns": 1, "us": 10**3, "ms": 10**6}[unit]
     times = [v * per for v in ns if v is not None]
     assert (got.good, got.bad) == (len(times), len(ns) - len(times)) == (47, 8)
     assert (got.least, got.greatest) == (min(times), max(times))
+    # every row group's first arrival and greatest time (None: all null), in arrival order
+    groups = []
+    for i, t in enumerate(tables):
+        column = t.column("time").cast(pa.int64()).to_pylist()
+        for g in range(0, len(column), 7):
+            seen = [v * per for v in column[g : g + 7] if v is not None]
+            groups.append(((i << reader.SEQ_FILE_SHIFT) + g, max(seen) if seen else None))
+    assert got.groups == tuple(groups) and groups[0][1] is None
 
 
 def test_footers_of_files_without_times(tmp_path):
@@ -287,7 +295,7 @@ def test_footers_of_files_without_times(tmp_path):
     opts = reader.ReadOptions()
     footers: list = []
     assert native.problem(files, reader.layout(files, opts), opts, footers) is None
-    got = native._footing(footers, reader.layout(files, opts))
+    got = native._footing(files, footers, reader.layout(files, opts))
     assert (got.good, got.bad, got.least, got.greatest) == (0, 5, None, None)
 
 

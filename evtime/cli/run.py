@@ -199,7 +199,9 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         first, last = pc.min_max(table.column(reader.CHUNK)).values()
         inp.one_chunk = first.as_py() == last.as_py()
         df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
-        inp.as_read = AsRead()
+        # (no streamed scans: they start Python workers, and Spark may evaluate the
+        # partition ids of local rows in this process, where they are all 0)
+        inp.as_read = None
         how = "read in this process (a small local input)"
     elif files:
         df, lay, footing = reader.read(spark, files, opts, lay)

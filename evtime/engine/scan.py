@@ -913,7 +913,7 @@ class RunningInRuns:
                     x[i], x[i + 1 : j] = st[k], m[:-1]
                 st[k] = int(m[-1])
             state[at] = st
-        return [pa.array(x) for x in sums] + [pa.array(x, mask=x == _NONE) for x in maxes]
+        return [_int64_array(x) for x in sums] + [_int64_array(x, x == _NONE) for x in maxes]
 
 
 def _or(x: int | None, default: int) -> int:
@@ -921,10 +921,25 @@ def _or(x: int | None, default: int) -> int:
 
 
 def _filled(a: pa.Array, fill: int) -> np.ndarray:
-    """An int64 Arrow array as numpy, nulls as ``fill``."""
+    """An integer Arrow array as int64 numpy, nulls as ``fill``.  (From its buffers: the
+    pyarrow calls that convert arrays import pandas, ~0.5 s of a Python worker's start.)"""
+    if a.type != pa.int64():
+        a = a.cast(pa.int64())
+    validity, data = a.buffers()[:2]
+    x = np.frombuffer(data, np.int64, len(a), a.offset * 8) if len(a) else np.empty(0, np.int64)
     if a.null_count:
-        a = pc.fill_null(a, fill)
-    return a.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
+        x = np.where(bits[a.offset : a.offset + len(a)].astype(bool), x, fill)
+    return x
+
+
+def _int64_array(x: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
+    """``x`` as an Arrow int64 array, null where ``null`` (from buffers, as :func:`_filled`)."""
+    x = np.ascontiguousarray(x, np.int64)
+    valid = None
+    if null is not None and null.any():
+        valid = pa.py_buffer(np.packbits(~null, bitorder="little"))
+    return pa.Array.from_buffers(pa.int64(), len(x), [valid, pa.py_buffer(x)])
 
 
 def _out_of_order(at: tuple[int, int]) -> Exception:
@@ -964,7 +979,7 @@ class RunningFromGroups:
             seq, value = _filled(seq_a, 0), _filled(value_a, _NONE)
             n = len(seq)
             if n == 0:
-                yield pa.array([], pa.int64())
+                yield _int64_array(seq)
                 continue
             prev = np.concatenate([[_NONE if last is None else last], seq[:-1]])
             fresh = set(np.flatnonzero(seq != prev + 1).tolist())  # stretches starting here
@@ -979,7 +994,7 @@ class RunningFromGroups:
                     out[i], out[i + 1 : j] = top, m[:-1]
                 top = int(m[-1])
             last = int(seq[-1])
-            yield pa.array(out, mask=out == _NONE)
+            yield _int64_array(out, out == _NONE)
 
     def _carry(self, seq: int) -> int:
         at = int(np.searchsorted(self.starts, seq))
