@@ -105,6 +105,8 @@ def _engine(spark, keyed, events, cfg, explain=True):
             t = t.localCheckpoint()
             # (with the search's value range from the counts, as the CLI runs it)
             routes, _, limits, _ = bound_tally.counts(t, spec)
+            # (the same counts from the tally fetched here)
+            assert bound_tally.counts_here(t.toArrow(), spec) == bound_tally.counts(t, spec)
             w = bound_tally.windows(t, spec, names, limits)
             out = _in_order(engine.output(w, spec, names))
             # the same search over the tally held in this process (a few windows)

@@ -341,10 +341,14 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     cl = engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     t = t.localCheckpoint()  # (the small table: everything below reads it)
-    routes, windows, limits, size = bound_tally.counts(t, spec)
+    here = run.rows_here(t)  # (a small tally, bounded: fetched with one job)
+    if here is not None:
+        routes, windows, limits, size = bound_tally.counts_here(here, spec)
+    else:
+        routes, windows, limits, size = bound_tally.counts(t, spec)
     made = None
     if run.few_rows(size):  # a small tally (bounded): searched and ordered here
-        made = bound_tally.output_here(t, spec, names, read)
+        made = bound_tally.output_here(t, spec, names, read, here)
     if made is not None:
         out_frame, key_lay = _output(None, spec, names, sinks[0], lay, made=made)
     else:

@@ -316,6 +316,18 @@ def few_rows(n: int) -> bool:
     return _in_driver or n <= _env_limit("EVTIME_DRIVER_ROWS_MAX", DRIVER_ROWS_MAX, "rows")
 
 
+def rows_here(df):  # -> pyarrow.Table | None
+    """All of ``df`` fetched into this process when it has :func:`few_rows` (one job: at
+    most one row more than that is fetched), else None."""
+    if _in_driver:
+        return df.toArrow()
+    most = _env_limit("EVTIME_DRIVER_ROWS_MAX", DRIVER_ROWS_MAX, "rows")
+    if most <= 0:
+        return None
+    got = df.limit(most + 1).toArrow()
+    return got if got.num_rows <= most else None
+
+
 def _env_limit(name: str, default: int, unit: str) -> int:
     """A number from the environment variable ``name`` (``default`` when unset)."""
     import os

@@ -135,6 +135,24 @@ def counts(
     return routes, windows, limits, sum(int(r["k"]) for r in rows)
 
 
+def counts_here(rows: pa.Table, spec: BoundSpec) -> tuple[dict[str, int], int, tuple | None, int]:
+    """:func:`counts` of a tally fetched into this process (``rows``: all of it)."""
+    fact, group = rows.column(FACT).to_numpy(), rows.column(GROUP).to_numpy()
+    n = rows.column(ROWS).to_numpy()
+    count = fact == COUNT
+    routes: dict[str, int] = {}
+    routed = rows.column(ROUTED).filter(pa.array(count)).to_pylist()
+    for r, k in zip(routed, n[count].tolist(), strict=True):
+        routes[r] = routes.get(r, 0) + k
+    ends = []
+    for kind, shift in ((WINDOW, spec.close_after), (POINT, 0)):
+        g = group[fact == kind]
+        if len(g):
+            ends.append((int(g.min()) + shift, int(g.max()) + shift))
+    limits = (min(e[0] for e in ends), max(e[1] for e in ends)) if ends else None
+    return routes, int((fact == WINDOW).sum()), limits, rows.num_rows
+
+
 def _offsets(t: DataFrame) -> DataFrame:
     """``(_evt_chunk, _off)``: arrivals before each chunk, from the tally's counts."""
     counts = t.where(F.col(FACT) == COUNT).select(F.col(GROUP).alias(CHUNK), ROWS)
@@ -151,15 +169,22 @@ def late_rows(cl: DataFrame, t: DataFrame, out: str) -> DataFrame:
 # ---------------------------------------------------------------- a few windows, here
 
 
-def output_here(t: DataFrame, spec: BoundSpec, names: Sequence[str], arrivals: int):
+def output_here(
+    t: DataFrame,
+    spec: BoundSpec,
+    names: Sequence[str],
+    arrivals: int,
+    rows: pa.Table | None = None,
+):
     """:func:`windows` and :func:`bound.output` of the tally ``t``, a few rows (the caller
     knows how many: :func:`counts`), fetched here with one small job: the output frame, one
     part (``PART`` 0) in release order, made in this process; None when a window's end
-    would leave int64 (then the search runs in Spark, as for a big tally).  The search is
+    would leave int64 (then the search runs in Spark, as for a big tally); ``rows``: the
+    tally, when the caller fetched it already.  The search is
     :func:`~evtime.engine.bound.closing_arrivals`, as :func:`bound.close` runs it per key."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    made = _made_here(t.toArrow(), spec, names, arrivals)
+    made = _made_here(t.toArrow() if rows is None else rows, spec, names, arrivals)
     if made is None:
         return None
     schema = StructType(  # (the tally's types for the keys and the aggregates)
