@@ -19,7 +19,6 @@ per-chunk / per-bucket aggregates.
 
 from __future__ import annotations
 
-import itertools
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -33,6 +32,7 @@ from pyspark.sql.functions import arrow_udf
 from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.util import PythonEvalType
 
+from evtime.engine.running import NONE, RunningFromGroups, RunningInRuns
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ
 
 UNBOUNDED = Window.unboundedPreceding
@@ -714,14 +714,14 @@ class AsRead:
 
     def time_maxima(self, unit: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Per row group: its first ``_evt_seq`` and the greatest time floored to ``unit``
-        ns over the arrivals before it (:data:`_NONE`: none); None without groups."""
+        ns over the arrivals before it (:data:`NONE`: none); None without groups."""
         if not self.groups:
             return None
         starts = np.array([g for g, _ in self.groups], np.int64)
-        top = np.array([_NONE if t is None else t for _, t in self.groups], np.int64)
-        before = np.concatenate([[_NONE], np.maximum.accumulate(top)[:-1]])
+        top = np.array([NONE if t is None else t for _, t in self.groups], np.int64)
+        before = np.concatenate([[NONE], np.maximum.accumulate(top)[:-1]])
         floored = before - np.mod(before, unit)
-        return starts, np.where(before == _NONE, _NONE, floored)
+        return starts, np.where(before == NONE, NONE, floored)
 
 
 def prefix_count_max(
@@ -855,100 +855,6 @@ def _streamed(
     return joined.withColumns(out).drop(*helpers)
 
 
-_NONE = np.iinfo(np.int64).min  # (a running max with no value yet)
-
-
-@dataclass(frozen=True)
-class RunningInRuns:
-    """The row-by-row pass of :func:`_streamed`: called once per Spark partition with its
-    batches in order, of ``(RUN, CHUNK, SEQ, the run's first SEQ, the greatest SEQ of the
-    runs before it, the carries, the counted 0/1 columns, the maximised int64 columns)``;
-    yields, per batch, a struct of the running sums (``counts`` of them) and maxima
-    (``maxes``; nulls ignored, null before any value) of each run, from its carry;
-    ``inclusive=False`` leaves each row out of its own."""
-
-    counts: int
-    maxes: int
-    inclusive: bool
-    names: tuple[str, ...]  # (of the struct's fields)
-
-    def __call__(self, batches: Iterator[tuple[pa.Array, ...]]) -> Iterator[pa.StructArray]:
-        state: dict[tuple[int, int], list[int]] = {}  # run -> [last seq, sums..., maxima...]
-        for cols in batches:
-            got = self.running(cols, state)
-            yield pa.StructArray.from_arrays(got, names=list(self.names))
-
-    def running(self, cols: tuple[pa.Array, ...], state: dict) -> list[pa.Array]:
-        nc, nv = self.counts, self.maxes
-        run, chunk, seq = (_filled(a, 0) for a in cols[:3])
-        carries = cols[5 : 5 + nc + nv]
-        ones = [_filled(a, 0) for a in cols[5 + nc + nv : 5 + 2 * nc + nv]]
-        vals = [_filled(a, _NONE) for a in cols[5 + 2 * nc + nv :]]
-        n = len(seq)
-        sums = [np.empty(n, np.int64) for _ in ones]
-        maxes = [np.empty(n, np.int64) for _ in vals]
-        cuts = np.flatnonzero((run[1:] != run[:-1]) | (chunk[1:] != chunk[:-1])) + 1
-        edges = [0, *cuts.tolist(), n]
-        for i, j in itertools.pairwise(edges):
-            at = (int(run[i]), int(chunk[i]))
-            st = state.get(at)
-            if st is None:  # the run's first row: it starts from its carry
-                lo, before = cols[3][i].as_py(), cols[4][i].as_py()
-                if lo != seq[i] or (before is not None and before >= lo):
-                    raise _out_of_order(at)
-                st = [int(seq[i]) - 1, *[_or(c[i].as_py(), 0) for c in carries[:nc]]]
-                st += [_or(c[i].as_py(), _NONE) for c in carries[nc:]]
-            if seq[i] <= st[0] or (j - i > 1 and not (np.diff(seq[i:j]) > 0).all()):
-                raise _out_of_order(at)
-            st[0] = int(seq[j - 1])
-            for k, (o, x) in enumerate(zip(ones, sums, strict=True)):
-                c = np.cumsum(o[i:j]) + st[1 + k]
-                x[i:j] = c if self.inclusive else c - o[i:j]
-                st[1 + k] = int(c[-1])
-            for k, (v, x) in enumerate(zip(vals, maxes, strict=True), start=1 + nc):
-                m = np.maximum.accumulate(np.maximum(v[i:j], st[k]))
-                if self.inclusive:
-                    x[i:j] = m
-                else:
-                    x[i], x[i + 1 : j] = st[k], m[:-1]
-                st[k] = int(m[-1])
-            state[at] = st
-        return [_int64_array(x) for x in sums] + [_int64_array(x, x == _NONE) for x in maxes]
-
-
-def _or(x: int | None, default: int) -> int:
-    return default if x is None else x
-
-
-def _filled(a: pa.Array, fill: int) -> np.ndarray:
-    """An integer Arrow array as int64 numpy, nulls as ``fill``.  (From its buffers: the
-    pyarrow calls that convert arrays import pandas, ~0.5 s of a Python worker's start.)"""
-    if a.type != pa.int64():
-        a = a.cast(pa.int64())
-    validity, data = a.buffers()[:2]
-    x = np.frombuffer(data, np.int64, len(a), a.offset * 8) if len(a) else np.empty(0, np.int64)
-    if a.null_count:
-        bits = np.unpackbits(np.frombuffer(validity, np.uint8), bitorder="little")
-        x = np.where(bits[a.offset : a.offset + len(a)].astype(bool), x, fill)
-    return x
-
-
-def _int64_array(x: np.ndarray, null: np.ndarray | None = None) -> pa.Array:
-    """``x`` as an Arrow int64 array, null where ``null`` (from buffers, as :func:`_filled`)."""
-    x = np.ascontiguousarray(x, np.int64)
-    valid = None
-    if null is not None and null.any():
-        valid = pa.py_buffer(np.packbits(~null, bitorder="little"))
-    return pa.Array.from_buffers(pa.int64(), len(x), [valid, pa.py_buffer(x)])
-
-
-def _out_of_order(at: tuple[int, int]) -> Exception:
-    return RuntimeError(
-        f"evtime internal error: the rows of partition {at[0]}, chunk {at[1]} are not in "
-        "arrival order (a streamed prefix scan needs each partition as read)"
-    )
-
-
 def _streamed_from(
     df: DataFrame, value: Column, out: str, inclusive: bool, known: tuple[np.ndarray, np.ndarray]
 ) -> DataFrame:
@@ -960,47 +866,3 @@ def _streamed_from(
         warnings.simplefilter("ignore", UserWarning)
         udf = arrow_udf(step, LongType(), PythonEvalType.SQL_SCALAR_ARROW_ITER_UDF)
     return df.withColumn(out, udf.asNondeterministic()(F.col(SEQ), value))
-
-
-@dataclass(frozen=True)
-class RunningFromGroups:
-    """The pass of :func:`_streamed_from`, called once per Spark partition with its batches
-    of ``(_evt_seq, value)`` in order: a *stretch* is a run of consecutive ``_evt_seq``;
-    each starts at a row group's first arrival (``starts``; anything else is an internal
-    error), from the maximum before it (``before``), and runs on row by row."""
-
-    starts: np.ndarray
-    before: np.ndarray
-    inclusive: bool
-
-    def __call__(self, batches: Iterator[tuple[pa.Array, pa.Array]]) -> Iterator[pa.Array]:
-        last, top = None, _NONE  # the previous row's _evt_seq and running maximum
-        for seq_a, value_a in batches:
-            seq, value = _filled(seq_a, 0), _filled(value_a, _NONE)
-            n = len(seq)
-            if n == 0:
-                yield _int64_array(seq)
-                continue
-            prev = np.concatenate([[_NONE if last is None else last], seq[:-1]])
-            fresh = set(np.flatnonzero(seq != prev + 1).tolist())  # stretches starting here
-            out = np.empty(n, np.int64)
-            for i, j in itertools.pairwise(sorted({0, *fresh, n})):
-                if i in fresh:  # (else: the stretch of the batch before goes on)
-                    top = self._carry(int(seq[i]))
-                m = np.maximum.accumulate(np.maximum(value[i:j], top))
-                if self.inclusive:
-                    out[i:j] = m
-                else:
-                    out[i], out[i + 1 : j] = top, m[:-1]
-                top = int(m[-1])
-            last = int(seq[-1])
-            yield _int64_array(out, out == _NONE)
-
-    def _carry(self, seq: int) -> int:
-        at = int(np.searchsorted(self.starts, seq))
-        if at == len(self.starts) or self.starts[at] != seq:
-            raise RuntimeError(
-                f"evtime internal error: a stretch of arrivals starts at {seq}, not at a "
-                "Parquet row group's first row (a streamed prefix scan needs the input as read)"
-            )
-        return int(self.before[at])
