@@ -2,14 +2,18 @@
 
 * :func:`prefix_max` - a bound as a running maximum over arrival order: two passes over
   the data (per-chunk maxima -> carry from earlier chunks -> running max inside a chunk),
-  never a window over the whole input.
+  never a window over the whole input.  Without keys, on the input as read
+  (:class:`AsRead`), the second pass runs where the rows were read, in Arrow
+  (:func:`_streamed`), and for Parquet the footers stand in for the first
+  (:func:`_streamed_from`).
 * :func:`first_above` - a search in a monotone sequence: for each query value, the first
   arrival whose value passes it (release points, closing points).
 * :func:`arrival_numbers` / :func:`positions` - dense 1-based numbers in arrival order and
   in output order, from per-chunk / per-bucket counts.
 * :func:`kept_in_parts` - the keep rule of a bound found in the output's own parts; its
   last step (:class:`KeptInPart`) runs in Arrow on each whole part, where the part is
-  written (the only per-row Python here: numpy over whole arrays).
+  written (per-row Python here, with the streamed scans of :mod:`evtime.engine.running`:
+  numpy over whole arrays).
 
 Rows carry ``_evt_seq`` (increasing in arrival order, unique) and ``_evt_chunk``
 (``_evt_seq >> 20``: runs of consecutive arrivals, dense inside a run).  Windows below are
