@@ -175,7 +175,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
 
         sopts.conf = {**DRIVER_IO_CONF, **sopts.conf}
     spark = build_session(sopts)
-    from evtime.engine.scan import AsRead
+    from evtime.engine.scan import AsRead, order_arrivals
 
     _pyspark_error_logs(ses.verbose)
     global _progress
@@ -217,8 +217,6 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         how = ""
     if ses.verbose and how:
         click.echo(f"evtime: input {how}", err=True)
-    from evtime.engine.scan import order_arrivals
-
     if inp.bad_rows == "discard":
         # bad rows have no time: they never reach the operator (inp.rejected, see
         # with_rejected); the others are numbered again so arrivals stay dense
@@ -313,19 +311,25 @@ def few_rows(n: int) -> bool:
     """Whether a result of ``n`` rows is made or written in this process (no Python worker
     to start): at most DRIVER_ROWS_MAX (EVTIME_DRIVER_ROWS_MAX, 0 = never), or any result
     of a run that reads in this process."""
-    return _in_driver or n <= _env_limit("EVTIME_DRIVER_ROWS_MAX", DRIVER_ROWS_MAX, "rows")
+    most = _rows_here_max()
+    return most is None or n <= most
 
 
 def rows_here(df):  # -> pyarrow.Table | None
     """All of ``df`` fetched into this process when it has :func:`few_rows` (one job: at
     most one row more than that is fetched), else None."""
-    if _in_driver:
+    most = _rows_here_max()
+    if most is None:
         return df.toArrow()
-    most = _env_limit("EVTIME_DRIVER_ROWS_MAX", DRIVER_ROWS_MAX, "rows")
     if most <= 0:
         return None
     got = df.limit(most + 1).toArrow()
     return got if got.num_rows <= most else None
+
+
+def _rows_here_max() -> int | None:
+    """The most rows of a result made here (None: any, for a run that reads here)."""
+    return None if _in_driver else _env_limit("EVTIME_DRIVER_ROWS_MAX", DRIVER_ROWS_MAX, "rows")
 
 
 def _env_limit(name: str, default: int, unit: str) -> int:

@@ -127,30 +127,27 @@ def counts(
         )
         .collect()
     )
-    routes = {r[ROUTED]: int(r["n"]) for r in rows if r[FACT] == COUNT}
-    shift = {WINDOW: spec.close_after, POINT: 0}
-    ends = [(r["lo"] + shift[r[FACT]], r["hi"] + shift[r[FACT]]) for r in rows if r[FACT] in shift]
-    limits = (min(e[0] for e in ends), max(e[1] for e in ends)) if ends else None
-    windows = sum(int(r["k"]) for r in rows if r[FACT] == WINDOW)
-    return routes, windows, limits, sum(int(r["k"]) for r in rows)
+    return _summed([(r[FACT], r[ROUTED], r["n"], r["k"], r["lo"], r["hi"]) for r in rows], spec)
 
 
 def counts_here(rows: pa.Table, spec: BoundSpec) -> tuple[dict[str, int], int, tuple | None, int]:
     """:func:`counts` of a tally fetched into this process (``rows``: all of it)."""
-    fact, group = rows.column(FACT).to_numpy(), rows.column(GROUP).to_numpy()
-    n = rows.column(ROWS).to_numpy()
-    count = fact == COUNT
-    routes: dict[str, int] = {}
-    routed = rows.column(ROUTED).filter(pa.array(count)).to_pylist()
-    for r, k in zip(routed, n[count].tolist(), strict=True):
-        routes[r] = routes.get(r, 0) + k
-    ends = []
-    for kind, shift in ((WINDOW, spec.close_after), (POINT, 0)):
-        g = group[fact == kind]
-        if len(g):
-            ends.append((int(g.min()) + shift, int(g.max()) + shift))
+    g = rows.group_by([FACT, ROUTED]).aggregate(
+        [(ROWS, "sum"), (GROUP, "count"), (GROUP, "min"), (GROUP, "max")]
+    )
+    cols = [FACT, ROUTED, f"{ROWS}_sum", f"{GROUP}_count", f"{GROUP}_min", f"{GROUP}_max"]
+    return _summed(list(zip(*[g.column(c).to_pylist() for c in cols], strict=True)), spec)
+
+
+def _summed(groups: list[tuple], spec: BoundSpec):
+    """:func:`counts` from the tally's rows summed per (fact, route): ``(fact, route,
+    arrivals, rows, least group, greatest group)``."""
+    routes = {r: int(n) for f, r, n, _, _, _ in groups if f == COUNT}
+    shift = {WINDOW: spec.close_after, POINT: 0}
+    ends = [(lo + shift[f], hi + shift[f]) for f, _, _, _, lo, hi in groups if f in shift]
     limits = (min(e[0] for e in ends), max(e[1] for e in ends)) if ends else None
-    return routes, int((fact == WINDOW).sum()), limits, rows.num_rows
+    windows = sum(int(k) for f, _, _, k, _, _ in groups if f == WINDOW)
+    return routes, windows, limits, sum(int(k) for *_, k, _, _ in groups)
 
 
 def _offsets(t: DataFrame) -> DataFrame:

@@ -67,14 +67,21 @@ class RunningInRuns:
                 x[i:j] = c if self.inclusive else c - o[i:j]
                 st[1 + k] = int(c[-1])
             for k, (v, x) in enumerate(zip(vals, maxes, strict=True), start=1 + nc):
-                m = np.maximum.accumulate(np.maximum(v[i:j], st[k]))
-                if self.inclusive:
-                    x[i:j] = m
-                else:
-                    x[i], x[i + 1 : j] = st[k], m[:-1]
-                st[k] = int(m[-1])
+                st[k] = running_max(v[i:j], st[k], self.inclusive, x[i:j])
             state[at] = st
         return [int64_array(x) for x in sums] + [int64_array(x, x == NONE) for x in maxes]
+
+
+def running_max(values: np.ndarray, top: int, inclusive: bool, out: np.ndarray) -> int:
+    """Into ``out``: the running maximum of ``values`` from ``top`` (the maximum before
+    them), each row's own value left out unless ``inclusive``; returns the maximum after
+    the last."""
+    m = np.maximum.accumulate(np.maximum(values, top))
+    if inclusive:
+        out[:] = m
+    else:
+        out[0], out[1:] = top, m[:-1]
+    return int(m[-1])
 
 
 def _or(x: int | None, default: int) -> int:
@@ -136,12 +143,7 @@ class RunningFromGroups:
             for i, j in itertools.pairwise(sorted({0, *fresh, n})):
                 if i in fresh:  # (else: the stretch of the batch before goes on)
                     top = self._carry(int(seq[i]))
-                m = np.maximum.accumulate(np.maximum(value[i:j], top))
-                if self.inclusive:
-                    out[i:j] = m
-                else:
-                    out[i], out[i + 1 : j] = top, m[:-1]
-                top = int(m[-1])
+                top = running_max(value[i:j], top, self.inclusive, out[i:j])
             last = int(seq[-1])
             yield int64_array(out, out == NONE)
 

@@ -847,13 +847,8 @@ def _streamed(
     )
     step = RunningInRuns(len(cs), len(vs), inclusive, tuple(outs.values()))
     got = StructType([StructField(o, LongType()) for o in outs.values()])
-    # (an iterator UDF: each partition's rows in one call, in order; only its columns go to
-    # Python, the rows stay in the JVM. Nondeterministic: evaluated once, where it stands)
     args = [RUN, CHUNK, SEQ, "_sr_lo", "_sr_before", *[f"_sc{c}" for c in (*cs, *vs)], *cs, *vs]
-    with warnings.catch_warnings():  # (type hints: not on a callable object)
-        warnings.simplefilter("ignore", UserWarning)
-        udf = arrow_udf(step, got, PythonEvalType.SQL_SCALAR_ARROW_ITER_UDF)
-    joined = joined.withColumn("_sr_out", udf.asNondeterministic()(*args))
+    joined = joined.withColumn("_sr_out", _per_partition(step, got)(*args))
     helpers = [RUN, "_sr_run", "_sr_chunk", "_sr_lo", "_sr_before", *args[5:], "_sr_out"]
     out = {o: F.col(f"_sr_out.{o}") for o in outs.values()}
     return joined.withColumns(out).drop(*helpers)
@@ -866,7 +861,14 @@ def _streamed_from(
     (:meth:`AsRead.time_maxima`): no first pass; only ``_evt_seq`` and the value go to
     Python (:class:`RunningFromGroups`)."""
     step = RunningFromGroups(known[0], known[1], inclusive)
+    return df.withColumn(out, _per_partition(step, LongType())(F.col(SEQ), value))
+
+
+def _per_partition(step, returns):  # -> a UDF
+    """``step`` as an iterator Arrow UDF: called once per partition with its rows' batches
+    in order (only its columns go to Python; the rows stay in the JVM), nondeterministic
+    (evaluated once, where it stands)."""
     with warnings.catch_warnings():  # (type hints: not on a callable object)
         warnings.simplefilter("ignore", UserWarning)
-        udf = arrow_udf(step, LongType(), PythonEvalType.SQL_SCALAR_ARROW_ITER_UDF)
-    return df.withColumn(out, udf.asNondeterministic()(F.col(SEQ), value))
+        udf = arrow_udf(step, returns, PythonEvalType.SQL_SCALAR_ARROW_ITER_UDF)
+    return udf.asNondeterministic()
