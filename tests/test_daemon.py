@@ -35,3 +35,23 @@ def test_python_workers_import_the_installed_pyspark(spark):
 
     (row,) = spark.range(1, numPartitions=1).mapInArrow(where, "file string").collect()
     assert row.file == pyspark.__file__  # (from Spark's zip: .../pyspark.zip/pyspark/...)
+
+
+def test_python_workers_start_with_the_modules_evtime_tasks_import(spark):
+    """The daemon imports them before it forks: a worker has them before its first task."""
+    from evtime.daemon import PRELOAD
+
+    def loaded(batches):
+        names = [n for n in PRELOAD if n in sys.modules]
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"names": [",".join(names)]})
+
+    (row,) = spark.range(1, numPartitions=1).mapInArrow(loaded, "names string").collect()
+    assert row.names.split(",") == list(PRELOAD)
+
+
+def test_a_module_that_fails_to_import_is_left_to_its_task():
+    from evtime.daemon import preload
+
+    preload(("evtime_no_such_module", "json"))  # (no error)
+    assert "json" in sys.modules and "evtime_no_such_module" not in sys.modules
