@@ -217,19 +217,25 @@ def test_kept_in_one_part_is_the_rule_over_arrival_order(values, width, keys):
     width=st.integers(0, 4),
     spread=st.sampled_from([1, 1000, 10**9]),
     keys=st.one_of(st.none(), keys_st),
+    known=st.booleans(),
 )
-@example(values=[5, 2], width=2, spread=1, keys=None)  # 5 passes 2 from 2 + 2's part (halo)
-@example(values=[9, 2], width=2, spread=1, keys=None)  # 9 passes all of 2's part (carry)
-@example(values=[5, 2, 9, 2], width=2, spread=1, keys=["a", "b", "b", "a"])  # (per key)
-def test_kept_in_parts_is_the_rule_over_arrival_order(spark, values, width, spread, keys):
+@example(values=[5, 2], width=2, spread=1, keys=None, known=False)  # 5 passes 2 (halo)
+@example(values=[9, 2], width=2, spread=1, keys=None, known=False)  # 9 passes 2's part (carry)
+@example(values=[5, 2, 9, 2], width=2, spread=1, keys=["a", "b", "b", "a"], known=False)
+@example(values=[5, 2, 9, 2], width=2, spread=1, keys=["a", "b", "b", "a"], known=True)
+def test_kept_in_parts_is_the_rule_over_arrival_order(spark, values, width, spread, keys, known):
     """Many parts: each part's rows with the halo and carry probes the engine adds, the
     step run on each whole part (apply_in_parts); values spread so that parts are narrow
-    (or one part: a far value puts the rest in part 0); with and without keys."""
+    (or one part: a far value puts the rest in part 0); with and without keys, and with
+    keys given as a table of every key (``known``: one more key than the rows have)."""
     keys = keys[: len(values)] if keys else None
     vals = [v * spread if i % 7 == 3 else v for i, v in enumerate(values)]
     data = [(i, keys[i] if keys else None, v, i) for i, v in enumerate(vals)]
     df = spark.createDataFrame(data, f"i long, k string, v long, {SEQ} long").repartition(3)
-    rows, step = kept_in_parts(df, "v", width, SEQ, "keep", ("k",) if keys else ())
+    every = None
+    if keys and known:
+        every = spark.createDataFrame([(k,) for k in {*keys, "unseen"}], "k string")
+    rows, step = kept_in_parts(df, "v", width, SEQ, "keep", ("k",) if keys else (), keys=every)
     got = apply_in_parts(rows, step).collect()
     want = _kept_by_arrival(vals, width, keys)
     order = sorted(range(len(vals)), key=lambda i: (vals[i], i))

@@ -436,7 +436,9 @@ def classify_in_order(
     Returns the rows and the step that adds ``KEEP`` to each part (None: a width beyond
     the int64 timeline; use :func:`classify`)."""
     try:
-        return kept_in_parts(df, EVT, spec.width, SEQ, KEEP, [SRC], limits, fill=late)
+        # (every source's number is known: no aggregate over pairs per row to find them)
+        keys = df.sparkSession.range(spec.n).select(F.col("id").cast("int").alias(SRC))
+        return kept_in_parts(df, EVT, spec.width, SEQ, KEEP, [SRC], limits, fill=late, keys=keys)
     except OverflowError:
         return df, None
 

@@ -292,13 +292,16 @@ def _with_probes(
     by: Sequence[str],
     lo: int,
     hi: int,
+    keys: DataFrame | None = None,
 ) -> DataFrame:
     """The rows of :func:`first_above_in_parts` with ``PART`` and :data:`PROBE`, plus the
     probe rows (``by``, ``lead``, ``arrival``, ``PART``; the rest null) that put into each
     part every arrival that can pass one of its rows: the *halo* (rows of later parts
     within ``width`` of the part's lower edge, copied into it) and the *carry* (per part,
     the least arrival of the rows beyond the part + ``width``, with ``lead`` above every
-    row's ``lead + width``).  Raises OverflowError when that value leaves the int64 range."""
+    row's ``lead + width``).  ``keys``: every value of ``by`` (a small table of those
+    columns), when known, such as merge's source numbers.  Raises OverflowError when that
+    value leaves the int64 range."""
     beyond = hi + width + 1  # above every row's lead + width: the carry rows' value
     if beyond + width + 1 >= 1 << 63:
         raise OverflowError(f"{lead} + {width} leaves the int64 range")
@@ -310,9 +313,17 @@ def _with_probes(
     # Without keys, for every possible part (running() would otherwise join the aggregate
     # with itself, and Spark computes it, a scan of the input, twice), from one aggregate
     # of (part of back, arrival); with keys, for every (key, part) that has rows, from one
-    # aggregate over (own part, null) and (part of back, arrival) pairs
-    every = None if by else df.sparkSession.range(1 << BUCKET_BITS).withColumnRenamed("id", PART)
-    if by:
+    # aggregate over (own part, null) and (part of back, arrival) pairs, or, when every key
+    # is known, for every (key, part), from (part of back, arrival) and that small table
+    every = df.sparkSession.range(1 << BUCKET_BITS).withColumnRenamed("id", PART)
+    if keys is not None:
+        passing = df.where(reaches).select(*by, reached.alias("p"), F.col(arrival).alias("m"))
+        types = dict(df.dtypes)
+        none = keys.select(*[F.col(c).cast(types[c]) for c in by]).crossJoin(
+            every.withColumnRenamed(PART, "p")
+        )
+        passing = passing.unionByName(none.withColumn("m", F.lit(None).cast(types[arrival])))
+    elif by:
         pairs = F.array(
             F.struct(own.alias("p"), F.lit(None).cast("long").alias("m")),
             F.struct(F.when(reaches, reached).alias("p"), F.col(arrival).alias("m")),
@@ -321,7 +332,8 @@ def _with_probes(
     else:
         passing = df.where(reaches).select(reached.alias("p"), F.col(arrival).alias("m"))
     least = passing.groupBy(*by, F.col("p").alias(PART)).agg(F.min("m").alias("_fa_m"))
-    carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=every)
+    at = None if by else every
+    carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=at)
     carry = carry.where(F.col(arrival).isNotNull()).select(
         *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(PROBE)
     )
@@ -550,6 +562,7 @@ def kept_in_parts(
     least: str | None = None,
     rank: str | None = None,
     fill: DataFrame | None = None,
+    keys: DataFrame | None = None,
 ) -> tuple[DataFrame, KeptInPart | FilledInPart]:
     """The rows in numbered parts, in the order ``(lead, arrival)`` (as
     :func:`sort_in_parts`), for the keep rule of a bound ``width`` behind the running
@@ -567,13 +580,14 @@ def kept_in_parts(
     ``fill``: the rows the rule does not keep, found otherwise (``by``, ``lead``,
     ``arrival`` and columns of values for them, such as the words of a discard); they go
     into the parts beside those rows, and the step is a :class:`FilledInPart`, which gives
-    each row it does not keep the values of its fill row (the rows without one: null)."""
+    each row it does not keep the values of its fill row (the rows without one: null).
+    ``keys``: every value of ``by``, when known (see :func:`_with_probes`)."""
     lo, hi = limits or value_limits(df, lead)
     step = KeptInPart(lead, arrival, width, out, tuple(by), least, rank)
     if lo is None:
         rows = df.withColumns({PART: F.lit(0).cast("long"), PROBE: F.lit(False)})
     else:
-        rows = _with_probes(df, lead, width, arrival, by, lo, hi)
+        rows = _with_probes(df, lead, width, arrival, by, lo, hi, keys)
     if fill is not None:  # (no rows: no fill rows either, but their columns)
         values = tuple(c for c in fill.columns if c not in {*by, lead, arrival})
         # (probes to the search: each the copy of a row's key, lead and arrival, which
