@@ -218,6 +218,60 @@ def test_a_part_step_gets_each_whole_part(tmp_path, monkeypatch, fmt, held_max, 
     assert os.listdir(staging) == []
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_derived_columns_are_made_where_the_rows_are_written(tmp_path, fmt):
+    """A sink's derived columns (evtime.io.writer.Derived) do not travel with the rows: a
+    copy of another column under its own name, or the label an integer column numbers
+    (null for null), typed in the output as if Spark had carried them."""
+    from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
+
+    from evtime.io.reader import PART, Layout
+    from evtime.io.writer import ROUTE, Derived, Sink, _write_parts, stage
+
+    table = pa.table(
+        {
+            PART: pa.array([0, 0, 1], pa.int64()),
+            "v": pa.array([5, 6, 7], pa.int64()),
+            "src": pa.array([1, None, 0], pa.int32()),
+            ROUTE: pa.array(["out"] * 3),
+        }
+    )
+    lay = Layout(pa.schema([("v", pa.int64())]), "v")
+    derived = {"name": Derived("src", ("a.csv", "b.csv")), "copy": Derived("v")}
+    sink = Sink("o", ("out",), None, fmt, ["v", "name", "copy"], derived=derived)
+    assert sink.reads() == {"v", "src"}
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    _write_parts(iter(table.to_batches()), [sink], lay, str(staging))
+    schema = StructType(
+        [
+            StructField(PART, LongType()),
+            StructField("v", LongType()),
+            StructField("src", IntegerType()),
+            StructField(ROUTE, StringType()),
+        ]
+    )
+    out = tmp_path / f"o.{fmt}"
+    stage(sink, str(staging), lay, schema, str(out))
+    if fmt == "parquet":
+        got = pq.read_table(out)
+        assert got.schema == pa.schema(
+            [("v", pa.int64()), ("name", pa.string()), ("copy", pa.int64())]
+        )
+        assert got.to_pydict() == {
+            "v": [5, 6, 7],
+            "name": ["b.csv", None, "a.csv"],
+            "copy": [5, 6, 7],
+        }
+    else:
+        assert out.read_text().splitlines() == [
+            '"v","name","copy"',
+            '5,"b.csv",5',
+            "6,,6",
+            '7,"a.csv",7',
+        ]
+
+
 def test_rows_go_to_the_writer_without_a_byte_check_per_row(spark):
     """Below Int.MaxValue, Spark measures an Arrow batch after every row it adds (a third
     of the JVM's time feeding explain's writer): evtime's sessions turn that off."""

@@ -172,11 +172,9 @@ def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
 def _sinks(df, spec, own: list[str], kw: dict):
     """The output (own columns + the adjusted time as ``--as``) and ``--discards`` sinks,
     with the columns they need added to the classified ``df``."""
-    from pyspark.sql import functions as F
-
     from evtime.engine import adjust as engine
     from evtime.errors import UsageError
-    from evtime.io.writer import Sink, output_format
+    from evtime.io.writer import Derived, Sink, output_format
 
     if kw["as_"] in own:
         raise UsageError(
@@ -191,8 +189,8 @@ def _sinks(df, spec, own: list[str], kw: dict):
         [*own, kw["as_"]],
         [kw["as_"]],
         kw["overwrite"],
+        derived={kw["as_"]: Derived(engine.EVT)},  # (the adjusted time, made where written)
     )
-    df = df.withColumn(kw["as_"], F.col(engine.EVT))
     if not kw["discards"]:
         return df, [out]
     df = engine.with_discard_columns(df, spec)
@@ -219,7 +217,6 @@ def _with_bounds(df, spec, lay, kw, inp, columns):
         *spec.keys,
         SEQ,
         engine.EVT,
-        F.col(engine.EVT).alias(kw["as_"]),
         bound_time_value(lay, inp.time_format, inp.tz)
         .cast(types[lay.time_col])
         .alias(lay.time_col),

@@ -338,7 +338,7 @@ def merge(**kw) -> None:
     from evtime.engine import merge as engine
     from evtime.engine.scan import sort_in_parts
     from evtime.io.reader import SEQ
-    from evtime.io.writer import ROUTE, Sink, output_format
+    from evtime.io.writer import ROUTE, Derived, Sink, output_format
     from evtime.units import truncated_range
 
     # the time range, when known (read here, or in the Parquet footers): no job to find it
@@ -355,6 +355,8 @@ def merge(**kw) -> None:
 
     own = lay.schema.names
     routes = _routes(spec)
+    # the source's name and the event time are made in Arrow, where the rows are written
+    derived = {source_as: Derived(engine.SRC, tuple(spec.names)), as_: Derived(engine.EVT)}
     sinks = [
         Sink(
             "output",
@@ -364,19 +366,18 @@ def merge(**kw) -> None:
             [*own, source_as, as_],
             [as_],
             overwrite,
+            derived=derived,
         )
     ]
     if discards:
         if step is None:  # (else the step gives them)
             df = engine.with_discard_columns(df, spec)
         discard_routes = tuple(r for r in routes if r.startswith("discard:"))
-        sinks.append(
-            run.discards_sink(discards, overwrite, own, (source_as, as_), (as_,), discard_routes)
-        )
+        late = run.discards_sink(discards, overwrite, own, (source_as, as_), (as_,), discard_routes)
+        late.derived = derived
+        sinks.append(late)
     rows = df.withColumns(
         {
-            source_as: engine._source_name(spec),
-            as_: F.col(engine.EVT),
             # (with a step, the route is given as the parts are written)
             ROUTE: _route_column() if step is None else F.lit(None).cast("string"),
             "_evt_kind": F.lit(0),
@@ -389,7 +390,6 @@ def merge(**kw) -> None:
         bounds = bounds.select(
             SEQ,
             engine.EVT,
-            F.col(engine.EVT).alias(as_),
             engine.bound_time_value(lay, fmt_time, tz)
             .cast(types[lay.time_col])
             .alias(lay.time_col),
@@ -402,7 +402,7 @@ def merge(**kw) -> None:
         rows = sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind", limits=limits)
     else:
         step = run.Routed(step, partial(_route, routes), (engine.SRC,))
-    rows = run.with_rejected(rows, inp, {source_as: engine._source_name(spec)}, _rejected_route())
+    rows = run.with_rejected(rows, inp, route=_rejected_route())
     counts = run.write_and_publish(rows, sinks, lay, step)
     _summary("merge", ses, spec, counts, started, read, max_discards)
 

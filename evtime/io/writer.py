@@ -37,6 +37,27 @@ FILES = "\0files:"  # counts of part files per sink travel with the row counts
 ROW_GROUP = 1 << 20  # rows per row group of a Parquet output (parts are smaller)
 
 
+@dataclass(frozen=True)
+class Derived:
+    """A column a sink writes that the rows do not carry themselves, made in Arrow where
+    the parts are written: a copy of ``source`` under another name, or, with ``labels``,
+    the label that the integer in ``source`` numbers (null for null).  What Spark would
+    otherwise send to Python twice (adjust's adjusted time, a copy of its own), or as a
+    long string per row (merge's source names), comes once, or as a number."""
+
+    source: str
+    labels: tuple[str, ...] | None = None
+
+    def values(self, batch: pa.RecordBatch) -> pa.Array:
+        arr = batch.column(self.source)
+        if self.labels is None:
+            return arr
+        return pa.array(self.labels, pa.string()).take(arr)
+
+    def arrow_type(self, carried: pa.DataType) -> pa.DataType:
+        return carried if self.labels is None else pa.string()
+
+
 @dataclass
 class Sink:
     """One destination: its name, which rows (routes), which columns, where, what format."""
@@ -49,6 +70,15 @@ class Sink:
     ns_columns: list[str] = field(default_factory=list)  # int64 ns -> timestamp / ISO text
     overwrite: bool = False
     raw: bool = False  # columns as Spark carries them (evtime's own state files)
+    derived: dict[str, Derived] = field(default_factory=dict)  # columns made in Arrow
+
+    def reads(self) -> set[str]:
+        """The columns of the rows it reads."""
+        return {self.derived[c].source if c in self.derived else c for c in self.columns}
+
+    def column(self, batch: pa.RecordBatch, name: str) -> pa.Array:
+        d = self.derived.get(name)
+        return batch.column(name) if d is None else d.values(batch)
 
     @property
     def to_stdout(self) -> bool:
@@ -102,7 +132,7 @@ def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
         return pa.Table.from_batches([batch.select(sink.columns)])
     cols, names = [], []
     for name in sink.columns:
-        arr = batch.column(name)
+        arr = sink.column(batch, name)
         if name in sink.ns_columns:
             arr = arr.cast(pa.timestamp("ns", "UTC")) if sink.fmt == "parquet" else format_ns(arr)
         else:
@@ -318,7 +348,7 @@ def write(
     if PART not in df.columns:  # no parts: the Spark partitions are in order
         df = df.withColumn(PART, F.spark_partition_id().cast("long"))
     # only what the sinks write goes to Python (as Arrow): not the engine's own columns
-    needed = {PART, ROUTE, *(c for s in sinks for c in s.columns)}
+    needed = {PART, ROUTE, *(c for s in sinks for c in s.reads())}
     needed |= set(step.columns if step is not None else ())
     df = df.select(*[c for c in df.columns if c in needed])
     if in_driver:
@@ -408,6 +438,9 @@ def _arrow_schema(sink: Sink, lay: Layout, spark_schema) -> pa.Schema:
             t = lay.schema.field(name).type
             if sink.fmt != "parquet" and pa.types.is_timestamp(t):
                 t = pa.string()
+        elif name in sink.derived:
+            d = sink.derived[name]
+            t = d.arrow_type(carried.field(d.source).type)
         else:
             t = carried.field(name).type
         fields.append(pa.field(name, t))
