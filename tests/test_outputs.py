@@ -276,3 +276,83 @@ def test_rows_go_to_the_writer_without_a_byte_check_per_row(spark):
     """Below Int.MaxValue, Spark measures an Arrow batch after every row it adds (a third
     of the JVM's time feeding explain's writer): evtime's sessions turn that off."""
     assert spark.conf.get("spark.sql.execution.arrow.maxBytesPerBatch") == str((1 << 31) - 1)
+
+
+class _Passing:
+    """A part step that passes each part on as it is, for parts laid out in ``ranges``."""
+
+    columns = ()
+
+    def __init__(self, ranges, fail_at=None):
+        self.ranges, self.fail_at = ranges, fail_at
+
+    def __call__(self, part):
+        from evtime.io.reader import PART
+
+        if self.fail_at is not None and part.column(PART)[0].as_py() == self.fail_at:
+            raise ValueError("a task fails")
+        yield from part.to_batches()
+
+
+def _ranged_rows(spark, n_rows: int, ranges):
+    from pyspark.sql import functions as F
+
+    from evtime.engine.scan import in_ranges
+    from evtime.io.reader import PART
+    from evtime.io.writer import ROUTE
+
+    df = spark.range(n_rows).select(
+        "id", (F.col("id") * (ranges.top + 1) / n_rows).cast("long").alias(PART)
+    )
+    df = df.withColumn(ROUTE, F.when(F.col("id") % 5 == 0, "discard").otherwise("out"))
+    return in_ranges(df, ranges).sortWithinPartitions(PART, "id")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_outputs_in_ranges_are_assembled_while_the_job_runs(spark, tmp_path, monkeypatch, fmt):
+    """Parts laid out in runs, one per Spark partition, in order (a step with ``ranges``):
+    each sink is assembled by a thread of the driver as the tasks finish (writer.Early),
+    and comes out whole and in order, every part file counted."""
+    from evtime.cli import run
+    from evtime.engine.scan import Ranges
+    from evtime.io import writer
+    from evtime.io.reader import Layout
+    from evtime.io.writer import Sink
+
+    made = []
+    early = writer.Early
+    monkeypatch.setattr(writer, "Early", lambda *a: made.append(early(*a)) or made[-1])
+    ranges = Ranges(4, 99)
+    df = _ranged_rows(spark, 1000, ranges)
+    out, late = tmp_path / f"out.{fmt}", tmp_path / f"late.{fmt}"
+    sinks = [
+        Sink("output", ("out",), str(out), fmt, ["id"]),
+        Sink("discards", ("discard",), str(late), fmt, ["id"]),
+    ]
+    lay = Layout(pa.schema([("id", pa.int64())]), "id")
+    counts = run.publish_jobs([(df, sinks, lay)], [False], _Passing(ranges))
+    assert len(made) == 1
+    assert (counts["out"], counts["discard"]) == (800, 200)
+    for path, want in [(out, [i for i in range(1000) if i % 5]), (late, list(range(0, 1000, 5)))]:
+        if fmt == "parquet":
+            got = pq.read_table(path).column("id").to_pylist()
+        else:
+            got = [int(x) for x in path.read_text().split()[1:]]
+        assert got == want
+    assert sorted(os.listdir(tmp_path)) == sorted([out.name, late.name])
+
+
+def test_a_failed_job_leaves_no_output_assembled_early(spark, tmp_path):
+    from evtime.cli import run
+    from evtime.engine.scan import Ranges
+    from evtime.io.reader import Layout
+    from evtime.io.writer import Sink
+
+    ranges = Ranges(4, 99)
+    df = _ranged_rows(spark, 1000, ranges)
+    out = tmp_path / "out.csv"
+    sinks = [Sink("output", ("out",), str(out), "csv", ["id"])]
+    lay = Layout(pa.schema([("id", pa.int64())]), "id")
+    with pytest.raises(Exception, match="a task fails"):
+        run.publish_jobs([(df, sinks, lay)], [False], _Passing(ranges, fail_at=80))
+    assert os.listdir(tmp_path) == []

@@ -405,3 +405,46 @@ def test_int64_arrays_to_numpy_and_back_without_pandas():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["False", "False"], done.stdout
+
+
+@pytest.mark.parametrize(("n", "top"), [(1, 0), (3, 9), (8, 1023), (5, 2)])
+def test_in_ranges_puts_each_run_of_parts_in_its_partition(spark, n, top):
+    """Partition i holds exactly the parts of Ranges.parts(i), in order: every part, and
+    no partition merged by adaptive execution."""
+    from pyspark.sql import functions as F
+
+    from evtime.engine.scan import Ranges, in_ranges
+
+    ranges = Ranges(n, top)
+    assert [p for i in range(n) for p in ranges.parts(i)] == list(range(top + 1))
+    assert all(ranges.of_part(p) == i for i in range(n) for p in ranges.parts(i))
+    df = spark.range(0, top + 6).select(F.col("id").alias(PART))  # (parts above top too)
+    got = in_ranges(df, ranges).select(PART, F.spark_partition_id().alias("i")).collect()
+    assert in_ranges(df, ranges).rdd.getNumPartitions() == n
+    assert sorted(r[PART] for r in got) == list(range(top + 6))
+    assert all(r["i"] == ranges.of_part(r[PART]) for r in got)
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(1, 1), (1, 7), (1, 5000), (-(10**12), 10**15)])
+def test_bucket_number_is_the_bucketers_bucket(spark, lo, hi):
+    from pyspark.sql import functions as F
+
+    from evtime.engine.scan import bucket_number, bucketer
+
+    values = sorted({lo - 1, lo, lo + 1, (lo + hi) // 2, hi - 1, hi, hi + 1})
+    df = spark.createDataFrame([(v,) for v in values], "v long")
+    got = df.select("v", bucketer(lo, hi)(F.col("v")).alias("b")).collect()
+    assert {r["v"]: r["b"] for r in got} == {v: bucket_number(lo, hi, v) for v in values}
+
+
+def test_hash_long_is_sparks_hash(spark):
+    """(in_ranges relies on it to place every run of parts in its own partition)"""
+    from pyspark.sql import functions as F
+
+    from evtime.engine.scan import hash_long
+
+    values = [0, 1, -1, 42, 2**31, -(2**31) - 1, 2**62 + 12345, -(2**63), 2**63 - 1]
+    values += list(range(2, 300, 7))
+    df = spark.createDataFrame([(v,) for v in values], "v long")
+    got = {r["v"]: r["h"] for r in df.select("v", F.hash("v").alias("h")).collect()}
+    assert got == {v: hash_long(v) for v in values}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -412,26 +413,59 @@ def publish_jobs(
         for s in sinks:
             writer.check_sink(s)
     with writer.shared_dir() as staging:
-        counts = _write_jobs(jobs, staging, in_driver, step)
-        for frame, sinks, lay in jobs:
-            for s in sinks:
-                writer.publish(s, staging, lay, schema or frame.schema)
+        staged: dict[str, str] = {}  # sink name -> its output, assembled as its job ran
+        try:
+            counts = _write_jobs(jobs, staging, in_driver, step, schema, staged)
+            for frame, sinks, lay in jobs:
+                for s in sinks:
+                    if s.name in staged:
+                        writer.commit(s, staged[s.name])
+                    else:
+                        writer.publish(s, staging, lay, schema or frame.schema)
+        finally:
+            for tmp in staged.values():
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
     return counts
 
 
 def _write_jobs(
-    jobs, staging: str, in_driver: Sequence[bool] | None = None, step=None
+    jobs,
+    staging: str,
+    in_driver: Sequence[bool] | None = None,
+    step=None,
+    schema=None,
+    staged: dict[str, str] | None = None,
 ) -> dict[str, int]:
     """Write every ``(frame, sinks, layout)`` under ``staging``: rows seen per route, summed.
-    ``in_driver``, ``step``: see :func:`publish_jobs`."""
+    ``in_driver``, ``step``, ``schema``: see :func:`publish_jobs`.  A step with ``ranges``
+    (its parts in runs, one per Spark partition, in order) has its one job's file sinks
+    assembled while the job runs (:class:`evtime.io.writer.Early`), into the files that
+    ``staged`` then names."""
     from evtime.engine.scan import AFTER_PARTS
     from evtime.io import writer
 
     counts: dict[str, int] = {}
     in_driver = in_driver or [_in_driver] * len(jobs)
+    ranges = getattr(step, "ranges", None)
     for (frame, sinks, lay), here in zip(jobs, in_driver, strict=True):
-        # (the step skips the bad rows' parts, numbered from AFTER_PARTS on)
-        seen = writer.write(frame, sinks, lay, staging, here, step, AFTER_PARTS)
+        early = None
+        files = all(not s.to_stdout and s.fmt != "table" for s in sinks)
+        if ranges is not None and not here and len(jobs) == 1 and staged is not None and files:
+            early = writer.Early(sinks, staging, lay, schema or frame.schema, ranges)
+        try:
+            # (the step skips the bad rows' parts, numbered from AFTER_PARTS on)
+            seen = writer.write(
+                frame, sinks, lay, staging, here, step, AFTER_PARTS, ranges if early else None
+            )
+            taken = early.finish() if early else {}
+        except BaseException:
+            if early:
+                early.abandon()
+            raise
+        if early:
+            staged.update(early.tmp)
+        writer.check_parts(seen, sinks, staging, taken)
         for route, n in seen.items():
             counts[route] = counts.get(route, 0) + n
     return counts

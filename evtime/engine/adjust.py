@@ -25,11 +25,14 @@ from evtime.engine.scan import (
     PROBE,
     AsRead,
     KeptInPart,
+    Ranges,
     apply_in_parts,
     arrival_numbers,
+    bucket_number,
     bucketer,
     first_above,
     first_above_in_parts,
+    in_ranges,
     join_small,
     kept_in_parts,
     key_numbers,
@@ -268,8 +271,14 @@ def explain_in_parts(
         *keys, EVT, PART, F.lit(0).cast("long").alias(ARRIVAL), F.lit(True).alias(PROBE)
     )
     rows = found.unionByName(carry, allowMissingColumns=True)
-    step = ExplainInPart(spec, tuple(sources), keys, counts, arrivals)
-    return rows.repartition(PART).sortWithinPartitions(PART, ARRIVAL), step
+    # the parts of arrivals in runs, one per Spark partition, in order: each run can be
+    # added to the output as soon as its task is done (arrival numbers are dense: the
+    # runs are even)
+    n = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions"))
+    last = max(arrivals, 1)
+    ranges = Ranges(n, bucket_number(1, last, last))
+    step = ExplainInPart(spec, tuple(sources), keys, counts, arrivals, ranges)
+    return in_ranges(rows, ranges).sortWithinPartitions(PART, ARRIVAL), step
 
 
 @dataclass(frozen=True)
@@ -347,6 +356,7 @@ class ExplainInPart:
     keys: tuple[str, ...]  # the key columns, as the rows name them
     counts: str
     arrivals: int
+    ranges: Ranges | None = None  # how its parts are laid out in Spark partitions
 
     READS = (EVT, T, FILE, ARRIVAL, KEEP, REL, RANK, VPART, PROBE)
 

@@ -147,18 +147,20 @@ def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
 class _PartWriter:
     """One part file: Parquet sinks are staged as Arrow IPC (no encoding here, no decoding
     in the driver: Parquet is encoded once, when the parts are assembled), the text formats
-    as the text they will be."""
+    as the text they will be.  Written under a hidden name, renamed when complete: a part
+    file the driver sees is whole."""
 
     def __init__(self, path: str, sink: Sink):
         self.path, self.sink, self.out = path, sink, None
+        self.tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path))
 
     def write(self, table: pa.Table) -> None:
         fmt = self.sink.fmt
         if self.out is None:
             if fmt == "parquet":
-                self.out = pa.ipc.new_file(self.path, table.schema)
+                self.out = pa.ipc.new_file(self.tmp, table.schema)
             else:
-                self.out = open(self.path, "wb")  # noqa: SIM115 (closed in close())
+                self.out = open(self.tmp, "wb")  # noqa: SIM115 (closed in close())
         if fmt == "parquet":
             self.out.write_table(table)
         elif fmt == "jsonl":
@@ -171,6 +173,7 @@ class _PartWriter:
     def close(self) -> None:
         if self.out is not None:
             self.out.close()
+            os.replace(self.tmp, self.path)
 
 
 class _HeldPart:
@@ -325,16 +328,33 @@ def write(
     in_driver: bool = False,
     step: PartStep | None = None,
     step_below: int = 0,
+    ranges=None,
 ) -> dict[str, int]:
-    """Run the job: write every sink's parts under ``staging``; rows seen per route.
+    """Run the job: write every sink's parts under ``staging``; rows seen per route, and
+    part files written per sink (``FILES`` + name: see :func:`check_parts`).
     ``in_driver`` (small local inputs, see evtime.cli.run.driver_io, or few rows, see
     evtime.cli.run.few_rows): the rows come to this process as Arrow and the parts are
     written here, without Python workers.  ``step``: run on each whole part numbered
-    below ``step_below`` (reading its ``columns`` too) before it is written."""
+    below ``step_below`` (reading its ``columns`` too) before it is written.  ``ranges``
+    (:class:`~evtime.engine.scan.Ranges`): the parts below ``step_below`` are in runs,
+    one per Spark partition, in order; each task checks it holds only its own and, when
+    done, leaves the file ``done-<partition>`` (see :class:`Early`)."""
     from pyspark.sql import functions as F
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        seen = _write_parts(batches, sinks, lay, staging, step, step_below)
+        if ranges is None:
+            seen = _write_parts(batches, sinks, lay, staging, step, step_below)
+        else:
+            from pyspark import TaskContext
+
+            i = TaskContext.get().partitionId()
+            mine = ranges.parts(i) if i < ranges.n else range(0)
+            seen = _write_parts(
+                _in_range(batches, mine, step_below), sinks, lay, staging, step, step_below
+            )
+            done = os.path.join(staging, f"done-{i:06d}")
+            open(done + ".tmp", "wb").close()
+            os.replace(done + ".tmp", done)
         if seen:
             yield pa.RecordBatch.from_pydict(
                 {"route": list(seen), "rows": list(seen.values())},
@@ -368,8 +388,36 @@ def write(
             .collect()
         )  # one row per route: a handful of numbers
         seen = {r["route"]: r["rows"] for r in counts}
+    return seen
+
+
+def _in_range(
+    batches: Iterator[pa.RecordBatch], mine: range, below: int
+) -> Iterator[pa.RecordBatch]:
+    """The batches, checked to hold no part below ``below`` outside ``mine``."""
+    for b in batches:
+        if b.num_rows:
+            first, last = b.column(PART)[0].as_py(), b.column(PART)[-1].as_py()
+            for p in (first, last):
+                if p < below and p not in mine:
+                    from evtime.errors import EvtimeError, in_task
+
+                    raise in_task(
+                        EvtimeError(
+                            f"internal error: part {p} is not in this task's range "
+                            f"{mine.start}..{mine.stop - 1}; please report this"
+                        )
+                    )
+        yield b
+
+
+def check_parts(seen: dict[str, int], sinks: list[Sink], staging: str, taken=None) -> None:
+    """Check that this process sees every part file the tasks wrote (``FILES`` counts,
+    removed from ``seen``), besides those ``taken`` already (sink name -> count)."""
+    taken = taken or {}
     for sink in sinks:
-        written, found = seen.pop(FILES + sink.name, 0), len(_parts(staging, sink.name))
+        written = seen.pop(FILES + sink.name, 0)
+        found = len(_parts(staging, sink.name)) + taken.get(sink.name, 0)
         if found != written:
             # tasks ran where the driver's staging directory is not (a real cluster)
             raise OutputError(
@@ -377,7 +425,91 @@ def write(
                 f"cannot see in {staging} (found {found}): on a cluster, set EVTIME_STAGING to "
                 "a directory mounted at the same path on this machine and every executor"
             )
-    return seen
+
+
+class Early:
+    """Sinks assembled while their job runs: a thread of this process that, partition
+    after partition of ``ranges`` (in order), waits for the task's ``done-<partition>``
+    file (see :func:`write`), then adds that run of parts to each sink's
+    :class:`Assembly`; :meth:`finish`, once the job is over, adds the parts left (the bad
+    rows') and closes them.  The output is staged in ``tmp[name]`` (published by the
+    caller, with the other sinks, only when every one is complete)."""
+
+    POLL = 0.02  # seconds between looks for the next done file
+
+    def __init__(self, sinks: list[Sink], staging: str, lay: Layout, spark_schema, ranges):
+        import threading
+
+        for s in sinks:
+            check_sink(s)
+        schemas = [_arrow_schema(s, lay, spark_schema) for s in sinks]
+        self.sinks, self.staging, self.ranges = sinks, staging, ranges
+        self.tmp = {s.name: temp_name(s, staging) for s in sinks}
+        self.files = []
+        for s in sinks:
+            try:
+                self.files.append(open(self.tmp[s.name], "wb"))  # noqa: SIM115 (finish)
+            except OSError as err:
+                for f in self.files:
+                    f.close()
+                    os.unlink(f.name)
+                raise OutputError(f"{s.path}: cannot write: {err}") from None
+        self.wholes = [
+            Assembly(s, schema, f) for s, schema, f in zip(sinks, schemas, self.files, strict=True)
+        ]
+        self.stop, self.over = threading.Event(), threading.Event()
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._run, name="evtime-early", daemon=True)
+        self.thread.start()
+
+    def _part_file(self, sink: Sink, part: int) -> str:
+        return os.path.join(self.staging, f"part-{sink.name}-{part:06d}")
+
+    def _run(self) -> None:
+        try:
+            for i in range(self.ranges.n):
+                done = os.path.join(self.staging, f"done-{i:06d}")
+                # (once the job is over, a partition without a done file had no task in
+                # Python, and no rows)
+                while not os.path.exists(done) and not self.over.is_set():
+                    if self.stop.wait(self.POLL):
+                        return
+                for sink, whole in zip(self.sinks, self.wholes, strict=True):
+                    for p in self.ranges.parts(i):
+                        path = self._part_file(sink, p)
+                        if os.path.exists(path):
+                            whole.add(path)
+        except BaseException as err:  # (reported by finish)
+            self.error = err
+
+    def finish(self) -> dict[str, int]:
+        """After the job: the remaining parts added, every sink closed; part files taken
+        per sink."""
+        self.over.set()
+        self.thread.join()
+        try:
+            if self.error is not None:
+                raise self.error
+            for sink, whole in zip(self.sinks, self.wholes, strict=True):
+                for path in _parts(self.staging, sink.name):
+                    whole.add(path)
+                whole.close()
+            for f in self.files:
+                f.close()
+        except OSError as err:
+            where = ", ".join(str(s.path) for s in self.sinks)
+            raise OutputError(f"{where}: cannot write: {err}") from None
+        return {s.name: w.added for s, w in zip(self.sinks, self.wholes, strict=True)}
+
+    def abandon(self) -> None:
+        """The job failed: stop, and remove what was staged."""
+        self.stop.set()
+        self.thread.join()
+        for f in self.files:
+            f.close()
+        for path in self.tmp.values():
+            with contextlib.suppress(OSError):
+                os.unlink(path)
 
 
 def parts_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
@@ -448,38 +580,60 @@ def _arrow_schema(sink: Sink, lay: Layout, spark_schema) -> pa.Schema:
 
 
 def _assemble(sink: Sink, parts: list[str], schema: pa.Schema, out) -> None:
-    """Stream the parts, in order, into the open binary file ``out``, each removed as soon
+    """Stream the parts, in order, into the open binary file ``out`` (see :class:`Assembly`)."""
+    whole = Assembly(sink, schema, out)
+    for p in parts:
+        whole.add(p)
+    whole.close()
+
+
+class Assembly:
+    """One sink's output being assembled into the open binary file ``out``, part after
+    part (:meth:`add`, in order; :meth:`close` at the end).  Each part is removed as soon
     as it is read: its page cache is freed at once.  (At the end of a big run, memory is
     full of Spark's shuffle files; the kernel then reclaims pages for every page copied,
     and copying explain's 2.3 GB of CSV parts took 5-6 s instead of 1-2 s.)"""
-    if sink.fmt == "parquet":
-        with pq.ParquetWriter(out, schema, **parquet_encodings(schema)) as w:
-            held: list[pa.RecordBatch] = []  # fewer than ROW_GROUP rows, + one batch
-            n = 0
-            for p in parts:
-                # (mapped: the batches are read in place, not copied; the mapping lives as
-                # long as a batch held over to the next row group refers to it)
-                with pa.memory_map(p) as src:
-                    os.unlink(p)  # (the mapping keeps its pages while batches use them)
-                    staged = pa.ipc.open_file(src)
-                    for i in range(staged.num_record_batches):
-                        held.append(staged.get_batch(i))
-                        n += held[-1].num_rows
-                        if n >= ROW_GROUP:  # write whole row groups, keep the rest
-                            rows, cut = pa.Table.from_batches(held), n - n % ROW_GROUP
-                            w.write_table(rows.slice(0, cut).cast(schema), ROW_GROUP)
-                            held, n = rows.slice(cut).to_batches(), n - cut
-            if n:
-                w.write_table(pa.Table.from_batches(held).cast(schema), ROW_GROUP)
-        return
-    if sink.fmt == "csv":
-        header = pa.Table.from_batches([], schema=schema)
-        pcsv.write_csv(header, out, pcsv.WriteOptions(include_header=True))
-    out.flush()
-    for p in parts:
-        with open(p, "rb", buffering=0) as fh:
-            _copy(fh, out)
-        os.unlink(p)
+
+    def __init__(self, sink: Sink, schema: pa.Schema, out):
+        self.sink, self.schema, self.out = sink, schema, out
+        self.added = 0
+        self.held: list[pa.RecordBatch] = []  # (Parquet) fewer than ROW_GROUP rows, + one
+        self.n = 0
+        self.w = None
+        if sink.fmt == "parquet":
+            self.w = pq.ParquetWriter(out, schema, **parquet_encodings(schema))
+            return
+        if sink.fmt == "csv":
+            header = pa.Table.from_batches([], schema=schema)
+            pcsv.write_csv(header, out, pcsv.WriteOptions(include_header=True))
+        out.flush()
+
+    def add(self, path: str) -> None:
+        self.added += 1
+        if self.w is None:
+            with open(path, "rb", buffering=0) as fh:
+                _copy(fh, self.out)
+            os.unlink(path)
+            return
+        # (mapped: the batches are read in place, not copied; the mapping lives as long as
+        # a batch held over to the next row group refers to it)
+        with pa.memory_map(path) as src:
+            os.unlink(path)  # (the mapping keeps its pages while batches use them)
+            staged = pa.ipc.open_file(src)
+            for i in range(staged.num_record_batches):
+                self.held.append(staged.get_batch(i))
+                self.n += self.held[-1].num_rows
+                if self.n >= ROW_GROUP:  # write whole row groups, keep the rest
+                    rows, cut = pa.Table.from_batches(self.held), self.n - self.n % ROW_GROUP
+                    self.w.write_table(rows.slice(0, cut).cast(self.schema), ROW_GROUP)
+                    self.held, self.n = rows.slice(cut).to_batches(), self.n - cut
+
+    def close(self) -> None:
+        if self.w is None:
+            return
+        if self.n:
+            self.w.write_table(pa.Table.from_batches(self.held).cast(self.schema), ROW_GROUP)
+        self.w.close()
 
 
 def parquet_encodings(schema: pa.Schema) -> dict:
