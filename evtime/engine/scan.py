@@ -382,7 +382,7 @@ def _with_probes(
     # of (part of back, arrival); with keys, for every (key, part) that has rows, from one
     # aggregate over (own part, null) and (part of back, arrival) pairs, or, when every key
     # is known, for every (key, part), from (part of back, arrival) and that small table
-    every = df.sparkSession.range(1 << BUCKET_BITS).withColumnRenamed("id", PART)
+    every = None if by else df.sparkSession.range(1 << BUCKET_BITS).withColumnRenamed("id", PART)
     if keys is not None:
         passing = df.where(reaches).select(*by, reached.alias("p"), F.col(arrival).alias("m"))
         types = dict(df.dtypes)
@@ -404,8 +404,7 @@ def _with_probes(
     else:
         passing = df.where(reaches).select(reached.alias("p"), F.col(arrival).alias("m"))
     least = passing.groupBy(*by, F.col("p").alias(PART)).agg(F.min("m").alias("_fa_m"))
-    at = None if by else every
-    carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=at)
+    carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=every)
     carry = carry.where(F.col(arrival).isNotNull()).select(
         *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(PROBE)
     )

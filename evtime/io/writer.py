@@ -288,7 +288,7 @@ def _write_parts(
                 if not present.issubset(sink.routes):
                     sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
                 if sink.name not in writers:
-                    path = os.path.join(staging, f"part-{sink.name}-{pid:06d}")
+                    path = part_path(staging, sink.name, pid)
                     writers[sink.name] = _PartWriter(path, sink)
                     # one per part file: the driver checks it can see them all
                     key = FILES + sink.name
@@ -352,7 +352,7 @@ def write(
             seen = _write_parts(
                 _in_range(batches, mine, step_below), sinks, lay, staging, step, step_below
             )
-            done = os.path.join(staging, f"done-{i:06d}")
+            done = done_path(staging, i)
             open(done + ".tmp", "wb").close()
             os.replace(done + ".tmp", done)
         if seen:
@@ -462,13 +462,10 @@ class Early:
         self.thread = threading.Thread(target=self._run, name="evtime-early", daemon=True)
         self.thread.start()
 
-    def _part_file(self, sink: Sink, part: int) -> str:
-        return os.path.join(self.staging, f"part-{sink.name}-{part:06d}")
-
     def _run(self) -> None:
         try:
             for i in range(self.ranges.n):
-                done = os.path.join(self.staging, f"done-{i:06d}")
+                done = done_path(self.staging, i)
                 # (once the job is over, a partition without a done file had no task in
                 # Python, and no rows)
                 while not os.path.exists(done) and not self.over.is_set():
@@ -476,7 +473,7 @@ class Early:
                         return
                 for sink, whole in zip(self.sinks, self.wholes, strict=True):
                     for p in self.ranges.parts(i):
-                        path = self._part_file(sink, p)
+                        path = part_path(self.staging, sink.name, p)
                         if os.path.exists(path):
                             whole.add(path)
         except BaseException as err:  # (reported by finish)
@@ -549,6 +546,17 @@ def shared_dir() -> Iterator[str]:
         yield path
     finally:
         shutil.rmtree(path, ignore_errors=True)
+
+
+def part_path(staging: str, name: str, part: int) -> str:
+    """The file of one part of the sink ``name``."""
+    return os.path.join(staging, f"part-{name}-{part:06d}")
+
+
+def done_path(staging: str, partition: int) -> str:
+    """The file a task leaves when it has written every part of its partition (with
+    ``ranges``, see :func:`write`)."""
+    return os.path.join(staging, f"done-{partition:06d}")
 
 
 def _parts(staging: str, name: str) -> list[str]:
