@@ -57,6 +57,9 @@ def test_sigkill_mid_write_leaves_the_destination_as_it_was(tmp_path, cli_env):
     )
     dest = tmp_path / "out.csv"
     dest.write_text("old content\n")
+    # the killed run cannot remove its part files: they stay under tmp_path, not in /tmp
+    staging = tmp_path / "staging"
+    staging.mkdir()
     proc = subprocess.Popen(
         [
             "evtime",
@@ -72,7 +75,7 @@ def test_sigkill_mid_write_leaves_the_destination_as_it_was(tmp_path, cli_env):
             "-q",
         ],
         cwd=tmp_path,
-        env=cli_env,
+        env={**cli_env, "EVTIME_STAGING": str(staging)},
         start_new_session=True,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
