@@ -440,9 +440,7 @@ class Early:
     def __init__(self, sinks: list[Sink], staging: str, lay: Layout, spark_schema, ranges):
         import threading
 
-        for s in sinks:
-            check_sink(s)
-        schemas = [_arrow_schema(s, lay, spark_schema) for s in sinks]
+        schemas = [_arrow_schema(s, lay, spark_schema) for s in sinks]  # (checked already)
         self.sinks, self.staging, self.ranges = sinks, staging, ranges
         self.tmp = {s.name: temp_name(s, staging) for s in sinks}
         self.files = []
