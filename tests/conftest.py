@@ -19,16 +19,21 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _reserved_port() -> socket.socket:
+    """A socket bound to a free loopback port (not listening): while it is open, no other
+    socket gets that port, not even as the local end of a connection."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    return s
 
 
 # S3 tests talk to a moto server on loopback. Spark's Python workers inherit the environment
 # of the JVM, which starts once per test session: so the endpoint and (fake) credentials are
-# fixed here, before any session exists.
-S3_PORT = _free_port()
+# fixed here, before any session exists.  The port stays reserved until the server takes it
+# (a port only noted here was once taken meanwhile by one of Spark's sockets: the first S3
+# test failed to connect).
+_S3_RESERVED = _reserved_port()
+S3_PORT = _S3_RESERVED.getsockname()[1]
 os.environ.update(
     AWS_ENDPOINT_URL=f"http://127.0.0.1:{S3_PORT}",
     AWS_ACCESS_KEY_ID="evtime-test",
@@ -153,8 +158,11 @@ def s3():
     import s3fs
     from moto.server import ThreadedMotoServer
 
+    _S3_RESERVED.close()  # (the server binds it at once, with SO_REUSEADDR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=S3_PORT, verbose=False)
     server.start()
+    with socket.create_connection(("127.0.0.1", S3_PORT), timeout=10):
+        pass  # (listening: or the S3 tests fail here, once, with the reason)
     try:
         yield s3fs.S3FileSystem()
     finally:
