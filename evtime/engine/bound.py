@@ -474,16 +474,19 @@ def _reason(spec: BoundSpec) -> Column:
     )
 
 
-def route() -> Column:
+ROUTES = ("discard", "bound", "adjusted", "released")  # (the last: any other decision)
+
+
+def route(numbered: bool = False) -> Column:
     """The route that counts an arrival: ``discard`` (late, dropped), ``bound`` (marker
-    rows), ``adjusted`` or ``released`` (in windows)."""
+    rows), ``adjusted`` or ``released`` (in windows); ``numbered``: its place in
+    :data:`ROUTES` instead of its name."""
     d = F.col(DECISION)
-    return (
-        F.when(d == present.DISCARDED, "discard")
-        .when(d == present.BOUND, "bound")
-        .when(d == present.ADJUSTED, "adjusted")
-        .otherwise("released")
-    )
+    decided = (present.DISCARDED, present.BOUND, present.ADJUSTED)
+    out = F.lit(len(decided) if numbered else ROUTES[-1])
+    for i in reversed(range(len(decided))):
+        out = F.when(d == decided[i], F.lit(i if numbered else ROUTES[i])).otherwise(out)
+    return out
 
 
 def routed(cl: DataFrame, spec: BoundSpec, discard_columns: bool) -> DataFrame:

@@ -32,6 +32,7 @@ from evtime.engine import present
 from evtime.engine.bound import (
     DECISION,
     RELEASE,
+    ROUTES,
     ROWS,
     WS,
     BoundSpec,
@@ -76,7 +77,8 @@ def tally(cl: DataFrame, spec: BoundSpec, items: Sequence[str]) -> tuple[DataFra
         _fact(POINT, F.when(first & raises_bound(), closing_value(spec))),
         _fact(COUNT, F.when(first, F.col(CHUNK))),
     )
-    x = x.withColumn(ROUTED, route()).select("*", F.explode(facts).alias("_evt_x"))
+    # (the route's number, not its name, in the key: string keys cost more to hash and compare)
+    x = x.withColumn(ROUTED, route(numbered=True)).select("*", F.explode(facts).alias("_evt_x"))
     x = x.where(F.col("_evt_x.g").isNotNull())
     kind = F.col("_evt_x.f")
     t = x.groupBy(
@@ -142,7 +144,7 @@ def counts_here(rows: pa.Table, spec: BoundSpec) -> tuple[dict[str, int], int, t
 def _summed(groups: list[tuple], spec: BoundSpec):
     """:func:`counts` from the tally's rows summed per (fact, route): ``(fact, route,
     arrivals, rows, least group, greatest group)``."""
-    routes = {r: int(n) for f, r, n, _, _, _ in groups if f == COUNT}
+    routes = {ROUTES[r]: int(n) for f, r, n, _, _, _ in groups if f == COUNT}
     shift = {WINDOW: spec.close_after, POINT: 0}
     ends = [(lo + shift[f], hi + shift[f]) for f, _, _, _, lo, hi in groups if f in shift]
     limits = (min(e[0] for e in ends), max(e[1] for e in ends)) if ends else None
