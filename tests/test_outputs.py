@@ -8,6 +8,7 @@ import signal
 import subprocess
 import threading
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -90,6 +91,51 @@ def test_sigkill_mid_write_leaves_the_destination_as_it_was(tmp_path, cli_env):
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert dest.read_text() == "old content\n"
+    # what the killed run left: its staging directory and its half-written output; the
+    # next run's staging (on this machine, once they are a minute old) removes both
+    from evtime.io import writer
+
+    left = [p for p in staging.iterdir() if p.name.startswith("evtime-")]
+    temps = [p for p in tmp_path.iterdir() if p.name.startswith(".out.csv.evtime-")]
+    assert len(left) == 1 and (left[0] / writer.OWNER).exists() and len(temps) == 1
+    assert writer.remove_leftovers(str(staging)) == []  # (too recent: a run may be starting there)
+    old = time.time() - writer.STALE - 1
+    os.utime(left[0], (old, old))
+    assert writer.remove_leftovers(str(staging)) == [str(left[0])]
+    assert not left[0].exists() and not temps[0].exists()
+    assert dest.read_text() == "old content\n"
+
+
+def _aged(path) -> None:
+    from evtime.io import writer
+
+    old = time.time() - writer.STALE - 1
+    os.utime(path, (old, old))
+
+
+def test_leftovers_are_only_dead_runs_of_this_host(tmp_path, monkeypatch):
+    """Only a dead run's staging of this host goes: a live run's (its owner file locked),
+    another host's (a shared EVTIME_STAGING), one without an owner file, and anything not
+    named evtime-* stay."""
+    from evtime.io import writer
+
+    monkeypatch.setenv("EVTIME_STAGING", str(tmp_path))
+    with writer.shared_dir() as live:
+        _aged(live)
+        other = tmp_path / "evtime-otherhost"
+        other.mkdir()
+        (other / writer.OWNER).write_text("host some-other-machine\n")
+        plain = tmp_path / "evtime-no-owner"
+        plain.mkdir()
+        mine = tmp_path / "not-evtime"
+        mine.mkdir()
+        (mine / writer.OWNER).write_text((Path(live) / writer.OWNER).read_text())
+        for p in (other, plain, mine):
+            _aged(p)
+        assert writer.remove_leftovers(str(tmp_path)) == []
+        assert os.path.isdir(live)
+        assert other.exists() and plain.exists() and mine.exists()
+    assert not os.path.exists(live)  # (removed at the end of its run)
 
 
 @pytest.mark.parametrize(
