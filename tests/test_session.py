@@ -151,3 +151,16 @@ def test_big_inputs_get_more_shuffle_partitions_never_fewer(spark):
         assert spark.conf.get(SHUFFLE_PARTITIONS) == "25"
     finally:
         spark.conf.set(SHUFFLE_PARTITIONS, before)
+
+
+def test_modules_imported_while_the_session_starts_skip_a_failure():
+    """build_session imports what every run needs next in a background thread while it
+    waits for the JVM; a module that fails to import there is left for the real import."""
+    import sys
+
+    from evtime.session import WHILE_STARTING, _import_meanwhile
+
+    sys.modules.pop("colorsys", None)
+    _import_meanwhile(("evtime_no_such_module", "colorsys")).join(timeout=60)
+    assert "colorsys" in sys.modules and "evtime_no_such_module" not in sys.modules
+    assert "pandas" in WHILE_STARTING

@@ -61,7 +61,9 @@ def _row_by_row(table: pa.Table) -> bytes:
     return "".join(line + "\n" for line in lines).encode()
 
 
-NULL = pa.scalar("null")
+def _null() -> pa.Scalar:
+    """JSON's null (made when needed: pyarrow's first scalar imports pandas, 0.14 s)."""
+    return pa.scalar("null")
 
 
 def _values(arr: pa.Array) -> tuple[str, pa.Array | pa.Scalar] | None:
@@ -72,13 +74,13 @@ def _values(arr: pa.Array) -> tuple[str, pa.Array | pa.Scalar] | None:
     if pa.types.is_dictionary(t):
         return _values(arr.dictionary_decode())
     if arr.null_count == len(arr):
-        return "", NULL
+        return "", _null()
     if pa.types.is_boolean(t):
-        return "", pc.fill_null(pc.if_else(arr, "true", "false"), NULL)
+        return "", pc.fill_null(pc.if_else(arr, "true", "false"), _null())
     if pa.types.is_integer(t):
-        return "", pc.fill_null(arr.cast(pa.string()), NULL)
+        return "", pc.fill_null(arr.cast(pa.string()), _null())
     if pa.types.is_floating(t):
-        return "", pc.fill_null(_floats(arr), NULL)
+        return "", pc.fill_null(_floats(arr), _null())
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         text = _escaped(arr.cast(pa.string()))  # (a batch: 32-bit offsets, as the pieces')
     elif pa.types.is_date(t):
@@ -87,7 +89,7 @@ def _values(arr: pa.Array) -> tuple[str, pa.Array | pa.Scalar] | None:
         return None
     if arr.null_count == 0:
         return '"', text
-    return "", pc.fill_null(pc.binary_join_element_wise('"', text, '"', ""), NULL)
+    return "", pc.fill_null(pc.binary_join_element_wise('"', text, '"', ""), _null())
 
 
 def _floats(arr: pa.Array) -> pa.Array:
