@@ -227,11 +227,11 @@ def _import_meanwhile(modules: tuple[str, ...] = WHILE_STARTING) -> threading.Th
 
 def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
     """A SparkSession for the options; pyspark is imported here, not at CLI import time."""
-    _import_meanwhile()
     # PySpark imports IPython, when it is installed, only to size the Spark Connect
     # progress bar and to name notebook cells; evtime has neither, and the import costs
     # 0.25-0.4 s of every run.  (An IPython already imported, as in a notebook, stays.)
     sys.modules.setdefault("IPython", None)  # type: ignore[arg-type]
+    _import_meanwhile()
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("evtime")

@@ -569,7 +569,8 @@ def _claim(path: str) -> None:
 def _note_temp(staging: str, tmp: str) -> None:
     """Write down in the owner file of ``staging`` an output being assembled outside it
     (next to its destination), for :func:`remove_leftovers` after this process was killed.
-    (Not for the outputs of ``--state``: a later run may still publish those.)"""
+    Only :func:`publish` and :class:`Early` note theirs: ``--state`` stages its outputs by
+    its own protocol, and a later run may still publish them (evtime.io.state)."""
     fd = _owned.get(staging)
     if fd is not None and os.path.dirname(tmp) != staging:
         os.write(fd, f"temp {tmp}\n".encode())
@@ -613,10 +614,11 @@ def remove_leftovers(base: str) -> list[str]:
             if not lines or lines[0] != host:
                 continue
             for line in lines[1:]:
-                name = os.path.basename(line[5:])
-                if line.startswith("temp ") and name.startswith(".") and ".evtime-" in name:
+                path = line.removeprefix("temp ")
+                name = os.path.basename(path)
+                if path != line and name.startswith(".") and ".evtime-" in name:
                     with contextlib.suppress(OSError):
-                        os.unlink(line[5:])
+                        os.unlink(path)
             shutil.rmtree(e.path, ignore_errors=True)
             gone.append(e.path)
         except OSError:
