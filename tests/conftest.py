@@ -29,11 +29,14 @@ def _reserved_port() -> socket.socket:
 
 # S3 tests talk to a moto server on loopback. Spark's Python workers inherit the environment
 # of the JVM, which starts once per test session: so the endpoint and (fake) credentials are
-# fixed here, before any session exists.  The port stays reserved until the server takes it
-# (a port only noted here was once taken meanwhile by one of Spark's sockets: the first S3
-# test failed to connect).
-_S3_RESERVED = _reserved_port()
-S3_PORT = _S3_RESERVED.getsockname()[1]
+# fixed here, before any session exists.  The port stays reserved until the server takes it.
+# A Python worker imports this module again when a task's function comes from a test module
+# (which imports SAMPLES from here): it keeps the port it inherited.  (It used to pick a port
+# of its own: every later S3 request of that worker failed to connect.)
+S3_PORT_VAR = "EVTIME_TEST_S3_PORT"
+_S3_RESERVED = None if S3_PORT_VAR in os.environ else _reserved_port()
+S3_PORT = int(os.environ.get(S3_PORT_VAR) or _S3_RESERVED.getsockname()[1])
+os.environ[S3_PORT_VAR] = str(S3_PORT)
 os.environ.update(
     AWS_ENDPOINT_URL=f"http://127.0.0.1:{S3_PORT}",
     AWS_ACCESS_KEY_ID="evtime-test",
@@ -158,7 +161,8 @@ def s3():
     import s3fs
     from moto.server import ThreadedMotoServer
 
-    _S3_RESERVED.close()  # (the server binds it at once, with SO_REUSEADDR)
+    if _S3_RESERVED is not None:
+        _S3_RESERVED.close()  # (the server binds it at once, with SO_REUSEADDR)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=S3_PORT, verbose=False)
     server.start()
     with socket.create_connection(("127.0.0.1", S3_PORT), timeout=10):
