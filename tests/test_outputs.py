@@ -93,23 +93,22 @@ def test_sigkill_mid_write_leaves_the_destination_as_it_was(tmp_path, cli_env):
     assert dest.read_text() == "old content\n"
     # what the killed run left: its staging directory and its half-written output; the
     # next run's staging (on this machine, once they are a minute old) removes both
-    from evtime.io import writer
+    from evtime.io.staging import OWNER, remove_leftovers
 
     left = [p for p in staging.iterdir() if p.name.startswith("evtime-")]
     temps = [p for p in tmp_path.iterdir() if p.name.startswith(".out.csv.evtime-")]
-    assert len(left) == 1 and (left[0] / writer.OWNER).exists() and len(temps) == 1
-    assert writer.remove_leftovers(str(staging)) == []  # (too recent: a run may be starting there)
-    old = time.time() - writer.STALE - 1
-    os.utime(left[0], (old, old))
-    assert writer.remove_leftovers(str(staging)) == [str(left[0])]
+    assert len(left) == 1 and (left[0] / OWNER).exists() and len(temps) == 1
+    assert remove_leftovers(str(staging)) == []  # (too recent: a run may be starting there)
+    _aged(left[0])
+    assert remove_leftovers(str(staging)) == [str(left[0])]
     assert not left[0].exists() and not temps[0].exists()
     assert dest.read_text() == "old content\n"
 
 
 def _aged(path) -> None:
-    from evtime.io import writer
+    from evtime.io.staging import STALE
 
-    old = time.time() - writer.STALE - 1
+    old = time.time() - STALE - 1
     os.utime(path, (old, old))
 
 
@@ -117,25 +116,43 @@ def test_leftovers_are_only_dead_runs_of_this_host(tmp_path, monkeypatch):
     """Only a dead run's staging of this host goes: a live run's (its owner file locked),
     another host's (a shared EVTIME_STAGING), one without an owner file, and anything not
     named evtime-* stay."""
-    from evtime.io import writer
+    from evtime.io.staging import OWNER, remove_leftovers, shared_dir
 
     monkeypatch.setenv("EVTIME_STAGING", str(tmp_path))
-    with writer.shared_dir() as live:
+    with shared_dir() as live:
         _aged(live)
         other = tmp_path / "evtime-otherhost"
         other.mkdir()
-        (other / writer.OWNER).write_text("host some-other-machine\n")
+        (other / OWNER).write_text("host some-other-machine\n")
         plain = tmp_path / "evtime-no-owner"
         plain.mkdir()
         mine = tmp_path / "not-evtime"
         mine.mkdir()
-        (mine / writer.OWNER).write_text((Path(live) / writer.OWNER).read_text())
+        (mine / OWNER).write_text((Path(live) / OWNER).read_text())
         for p in (other, plain, mine):
             _aged(p)
-        assert writer.remove_leftovers(str(tmp_path)) == []
+        assert remove_leftovers(str(tmp_path)) == []
         assert os.path.isdir(live)
         assert other.exists() and plain.exists() and mine.exists()
     assert not os.path.exists(live)  # (removed at the end of its run)
+
+
+def test_a_killed_runs_copy_of_standard_input_is_a_leftover_too(tmp_path, monkeypatch):
+    """Standard input is copied into a staging directory of its own (removed at exit), so a
+    run killed while it reads a pipe leaves nothing a later run does not remove."""
+    from evtime.io import sources
+    from evtime.io.staging import OWNER, remove_leftovers, removed
+
+    monkeypatch.setenv("EVTIME_STAGING", str(tmp_path))
+    monkeypatch.setattr(sources.sys, "stdin", io.TextIOWrapper(io.BytesIO(b"time\n1\n")))
+    monkeypatch.setattr(sources.atexit, "register", lambda *a: None)  # (as if killed)
+    path = Path(sources._spool_stdin())
+    assert path.read_bytes() == b"time\n1\n" and (path.parent / OWNER).exists()
+    assert path.parent.parent == tmp_path
+    _aged(path.parent)
+    assert remove_leftovers(str(tmp_path)) == []  # (this process lives: its lock is held)
+    removed(str(path.parent))
+    assert not path.parent.exists()
 
 
 @pytest.mark.parametrize(

@@ -176,7 +176,8 @@ def _adjust_frame(df, spec, inp, own, sources, read, limits, shared):
     from evtime.engine import adjust as engine
     from evtime.engine import present
     from evtime.engine.scan import sort_in_parts
-    from evtime.io.writer import ROUTE, shared_dir
+    from evtime.io.staging import shared_dir
+    from evtime.io.writer import ROUTE
 
     if not run.in_driver():
         counted = shared.enter_context(shared_dir())  # (the kept rows per part)

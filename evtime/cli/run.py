@@ -408,11 +408,12 @@ def publish_jobs(
     as the run reads, :func:`in_driver`; see also :func:`few_rows`); ``step``, ``schema``:
     see :func:`write_and_publish`."""
     from evtime.io import writer
+    from evtime.io.staging import shared_dir
 
     for _, sinks, _ in jobs:
         for s in sinks:
             writer.check_sink(s)
-    with writer.shared_dir() as staging:
+    with shared_dir() as staging:
         staged: dict[str, str] = {}  # sink name -> its output, assembled as its job ran
         try:
             counts = _write_jobs(jobs, staging, in_driver, step, schema, staged)
@@ -578,11 +579,12 @@ def commit_jobs(sinks, jobs, stf: Stateful, meta: dict) -> dict[str, int]:
     ``gen_dir``).  Counts are summed over the jobs; routes ``held`` and ``held:...`` are
     the rows the state holds."""
     from evtime.io import writer
+    from evtime.io.staging import shared_dir
     from evtime.io.state import crash_point
 
     for s in sinks:
         writer.check_sink(s)
-    with writer.shared_dir() as staging:
+    with shared_dir() as staging:
         try:
             gen = stf.sd.begin(stf.st, sinks, staging)
             placed: dict[str, tuple] = {}

@@ -11,7 +11,6 @@ import atexit
 import os
 import shutil
 import sys
-import tempfile
 from dataclasses import dataclass
 
 from evtime.errors import InputError, UsageError
@@ -55,9 +54,14 @@ def format_of(path: str, forced: str | None) -> str:
 
 
 def _spool_stdin() -> str:
-    fd, path = tempfile.mkstemp(prefix="evtime-stdin-")
-    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
-    with os.fdopen(fd, "wb") as out:
+    """Standard input copied to a file of its own staging directory, removed at exit (or,
+    when this process is killed, by a later run: evtime.io.staging)."""
+    from evtime.io.staging import removed, staging_dir
+
+    folder = staging_dir()
+    atexit.register(removed, folder)
+    path = os.path.join(folder, "stdin")
+    with open(path, "wb") as out:
         shutil.copyfileobj(sys.stdin.buffer, out, 1 << 20)
     return path
 

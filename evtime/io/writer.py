@@ -13,10 +13,8 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import socket
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -31,6 +29,7 @@ from evtime.errors import OutputError, PipeClosed, UsageError
 from evtime.io import jsonlines
 from evtime.io.reader import PART, Layout
 from evtime.io.sources import format_of
+from evtime.io.staging import note_temp
 from evtime.io.timeparse import format_ns
 
 ROUTE = "_evt_route"  # which sink a row goes to ('' = counted, written nowhere)
@@ -446,7 +445,7 @@ class Early:
         self.sinks, self.staging, self.ranges = sinks, staging, ranges
         self.tmp = {s.name: temp_name(s, staging) for s in sinks}
         for tmp in self.tmp.values():
-            _note_temp(staging, tmp)
+            note_temp(staging, tmp)
         self.files = []
         for s in sinks:
             try:
@@ -527,118 +526,6 @@ def parts_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Record
         starts = [0, *(i + 1 for i in cuts), batch.num_rows]
         for lo, hi in zip(starts, starts[1:], strict=False):
             yield parts[lo].as_py(), batch.slice(lo, hi - lo)
-
-
-OWNER = ".owner"  # in a staging directory: its run's host, locked while the run lives
-STALE = 60.0  # seconds untouched before a staging directory can be a leftover
-_owned: dict[str, int] = {}  # this process's staging directories -> locked owner file
-
-
-def staging_dir() -> str:
-    """A fresh directory for the part files: under EVTIME_STAGING if set (on a cluster, a
-    directory every executor and this machine share), else under the temp directory.
-    What killed runs of this machine left there goes first (:func:`remove_leftovers`)."""
-    base = os.environ.get("EVTIME_STAGING") or None
-    if base is not None and not os.path.isdir(base):
-        raise UsageError(f"EVTIME_STAGING={base}: no such directory")
-    remove_leftovers(base or tempfile.gettempdir())
-    path = tempfile.mkdtemp(prefix="evtime-", dir=base)
-    _claim(path)
-    return path
-
-
-def _claim(path: str) -> None:
-    """Lock the owner file of the staging directory ``path`` for as long as this process
-    lives (the kernel lets go of the lock however the process ends, SIGKILL too)."""
-    try:
-        import fcntl
-    except ImportError:  # (not a POSIX system: nothing is removed as a leftover)
-        return
-    owner = os.path.join(path, OWNER)
-    fd = os.open(owner, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        os.write(fd, f"host {socket.gethostname()}\n".encode())
-    except OSError:  # (a filesystem without locks: never removed as a leftover)
-        os.close(fd)
-        os.unlink(owner)
-        return
-    _owned[path] = fd
-
-
-def _note_temp(staging: str, tmp: str) -> None:
-    """Write down in the owner file of ``staging`` an output being assembled outside it
-    (next to its destination), for :func:`remove_leftovers` after this process was killed.
-    Only :func:`publish` and :class:`Early` note theirs: ``--state`` stages its outputs by
-    its own protocol, and a later run may still publish them (evtime.io.state)."""
-    fd = _owned.get(staging)
-    if fd is not None and os.path.dirname(tmp) != staging:
-        os.write(fd, f"temp {tmp}\n".encode())
-
-
-def _release(path: str) -> None:
-    fd = _owned.pop(path, None)
-    if fd is not None:
-        os.close(fd)
-
-
-def remove_leftovers(base: str) -> list[str]:
-    """Remove what runs killed on this machine (SIGKILL, out of memory, power cut) left
-    under ``base``: each ``evtime-*`` staging directory untouched for :data:`STALE`
-    seconds whose owner file is nobody's (its lock is free) and names this host, with the
-    outputs its run was assembling next to their destinations.  Directories of other
-    hosts, of other users, of live runs, or without an owner file stay.  Returns the
-    directories removed."""
-    try:
-        import fcntl
-    except ImportError:
-        return []
-    host, now, gone = f"host {socket.gethostname()}", time.time(), []
-    try:
-        entries = list(os.scandir(base))
-    except OSError:
-        return []
-    for e in entries:
-        try:
-            if not e.name.startswith("evtime-") or not e.is_dir(follow_symlinks=False):
-                continue
-            if now - e.stat(follow_symlinks=False).st_mtime < STALE:
-                continue
-            fd = os.open(os.path.join(e.path, OWNER), os.O_RDONLY)
-        except OSError:  # (gone meanwhile, not ours to read, no owner file)
-            continue
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # (held: its run lives)
-            with open(fd, closefd=False) as f:
-                lines = f.read().splitlines()
-            if not lines or lines[0] != host:
-                continue
-            for line in lines[1:]:
-                path = line.removeprefix("temp ")
-                name = os.path.basename(path)
-                if path != line and name.startswith(".") and ".evtime-" in name:
-                    with contextlib.suppress(OSError):
-                        os.unlink(path)
-            shutil.rmtree(e.path, ignore_errors=True)
-            gone.append(e.path)
-        except OSError:
-            continue
-        finally:
-            os.close(fd)
-    return gone
-
-
-@contextlib.contextmanager
-def shared_dir() -> Iterator[str]:
-    """A fresh directory (:func:`staging_dir`) that the Spark tasks and this process share
-    (part files, files the tasks leave for each other), removed with everything in it at
-    the end."""
-    path = staging_dir()
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
-        _release(path)
 
 
 def part_path(staging: str, name: str, part: int) -> str:
@@ -785,7 +672,7 @@ def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
         return
     check_sink(sink)
     tmp = temp_name(sink, staging)
-    _note_temp(staging, tmp)
+    note_temp(staging, tmp)
     try:
         stage(sink, staging, lay, spark_schema, tmp)
         commit(sink, tmp)
