@@ -14,19 +14,29 @@ from collections.abc import Iterator
 
 from evtime.errors import UsageError
 
+try:
+    import fcntl
+except ImportError:  # (not a POSIX system: nothing is locked, nothing removed as a leftover)
+    fcntl = None
+
 OWNER = ".owner"  # in a staging directory: its run's host, locked while the run lives
 STALE = 60.0  # seconds untouched before a staging directory can be a leftover
 _owned: dict[str, int] = {}  # this process's staging directories -> locked owner file
+_looked: set[str] = set()  # where this process looked for leftovers already (once is enough)
 
 
 def staging_dir() -> str:
     """A fresh directory for the part files: under EVTIME_STAGING if set (on a cluster, a
     directory every executor and this machine share), else under the temp directory.
-    What killed runs of this machine left there goes first (:func:`remove_leftovers`)."""
+    What killed runs of this machine left there goes first, once per process
+    (:func:`remove_leftovers`)."""
     base = os.environ.get("EVTIME_STAGING") or None
     if base is not None and not os.path.isdir(base):
         raise UsageError(f"EVTIME_STAGING={base}: no such directory")
-    remove_leftovers(base or tempfile.gettempdir())
+    where = base or tempfile.gettempdir()
+    if where not in _looked:
+        _looked.add(where)
+        remove_leftovers(where)
     path = tempfile.mkdtemp(prefix="evtime-", dir=base)
     _claim(path)
     return path
@@ -35,9 +45,7 @@ def staging_dir() -> str:
 def _claim(path: str) -> None:
     """Lock the owner file of the staging directory ``path`` for as long as this process
     lives (the kernel lets go of the lock however the process ends, SIGKILL too)."""
-    try:
-        import fcntl
-    except ImportError:  # (not a POSIX system: nothing is removed as a leftover)
+    if fcntl is None:
         return
     owner = os.path.join(path, OWNER)
     fd = os.open(owner, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -74,9 +82,7 @@ def remove_leftovers(base: str) -> list[str]:
     outputs its run was assembling next to their destinations.  Directories of other
     hosts, of other users, of live runs, or without an owner file stay.  Returns the
     directories removed."""
-    try:
-        import fcntl
-    except ImportError:
+    if fcntl is None:
         return []
     host, now, gone = f"host {socket.gethostname()}", time.time(), []
     try:
