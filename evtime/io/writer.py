@@ -382,13 +382,11 @@ def write(
         rows = rows.take(pc.sort_indices(rows.column(PART)))
         seen = _write_parts(iter(rows.to_batches()), sinks, lay, staging, step, step_below)
     else:
-        counts = (
-            df.mapInArrow(write_partition, "route string, rows long")
-            .groupBy("route")
-            .agg(F.sum("rows").alias("rows"))
-            .collect()
-        )  # one row per route: a handful of numbers
-        seen = {r["route"]: r["rows"] for r in counts}
+        # a row per route and task, summed here: no aggregate in Spark, whose stage cost a
+        # job after the writing one (the driver hears from every task anyway)
+        seen = {}
+        for r in df.mapInArrow(write_partition, "route string, rows long").collect():
+            seen[r["route"]] = seen.get(r["route"], 0) + r["rows"]
     return seen
 
 
