@@ -5,6 +5,7 @@ Only this module and the CLI know how Spark is reached; the engine receives Data
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -132,16 +133,58 @@ def check_java() -> str:
     )
     if not java or not os.path.exists(java):
         raise SetupError(f"evtime runs Spark, which needs Java, and none was found: {hint}")
-    try:
-        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise SetupError(f"cannot run {java}: {err}: {hint}") from None
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    text = _version_text(java, hint)
+    m = _JAVA_VERSION.search(text)
     if m:
         major = int(m.group(1)) if m.group(1) != "1" else int(m.group(2) or 0)
         if major < 17:
             raise SetupError(f"Spark 4 needs Java 17 or newer; {java} is Java {major}: {hint}")
-    return f"{os.path.realpath(java)}\0{out.stderr}{out.stdout}"
+    return f"{os.path.realpath(java)}\0{text}"
+
+
+_JAVA_VERSION = re.compile(r'version "(\d+)(?:\.(\d+))?')
+
+
+def _version_text(java: str, hint: str) -> str:
+    """What ``java -version`` prints.  Running it takes about 0.1 s of every run, so the
+    text is kept in evtime's cache directory (:func:`evtime.classcache.cache_dir`; not
+    with ``EVTIME_CLASS_CACHE=0``) under a name made of the identity (path, inode, size,
+    time) of the binary and of its JDK's ``lib/modules``: installing another Java, or
+    upgrading this one, asks it again."""
+    import hashlib
+
+    from evtime.classcache import cache_dir
+
+    real = os.path.realpath(java)
+    identity = [real]
+    for path in (real, os.path.join(os.path.dirname(os.path.dirname(real)), "lib", "modules")):
+        try:
+            st = os.stat(path)
+            identity.append(f"{st.st_ino} {st.st_size} {st.st_mtime_ns}")
+        except OSError:
+            identity.append("-")
+    folder = cache_dir()
+    name = "java-" + hashlib.sha256("\0".join(identity).encode()).hexdigest()[:16] + ".txt"
+    kept = folder / name if folder is not None else None
+    if kept is not None:
+        try:
+            return kept.read_text()
+        except (OSError, UnicodeDecodeError):
+            pass
+    try:
+        out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise SetupError(f"cannot run {java}: {err}: {hint}") from None
+    text = out.stderr + out.stdout
+    if kept is not None and out.returncode == 0 and _JAVA_VERSION.search(text):
+        tmp = kept.with_name(f"{name}.{os.getpid()}")
+        try:
+            tmp.write_text(text)
+            os.replace(tmp, kept)
+        except OSError:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+    return text
 
 
 def check_reachable(remote: str, timeout: float = 10.0) -> None:
@@ -212,7 +255,6 @@ WHILE_STARTING = ("pandas", "pyarrow.ipc")
 def _import_meanwhile(modules: tuple[str, ...] = WHILE_STARTING) -> threading.Thread:
     """Import ``modules`` in a background thread (a failure is left for the real import to
     report)."""
-    import contextlib
     import importlib
 
     def run() -> None:

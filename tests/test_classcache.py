@@ -142,3 +142,44 @@ def test_a_jvm_that_outlives_the_run_only_maps_the_archive(cache):
     assert not any(p.name.endswith(".lock") for p in cache.iterdir())
     (cache / f"{classcache.archive_name(JAVA)}.jsa").write_bytes(classcache._MAGIC)
     assert "-XX:SharedArchiveFile=" in classcache.java_options(JAVA, write=False)
+
+
+def _fake_java(home, version: str, log) -> None:
+    """A ``java`` in ``home``/bin that prints ``version`` as Java does and logs each run."""
+    (home / "bin").mkdir(parents=True, exist_ok=True)
+    java = home / "bin" / "java"
+    java.write_text(f'#!/bin/sh\necho run >> {log}\necho \'openjdk version "{version}"\' >&2\n')
+    java.chmod(0o755)
+
+
+def test_the_java_version_is_asked_once_per_java(cache, tmp_path, monkeypatch):
+    from evtime.errors import SetupError
+    from evtime.session import check_java
+
+    home, log = tmp_path / "jdk", tmp_path / "runs.log"
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    _fake_java(home, "17.0.15", log)
+    first = check_java()
+    assert check_java() == first  # the second run reads what the first one kept
+    assert log.read_text().count("run") == 1
+    assert 'version "17.0.15"' in first and first.startswith(str(home / "bin" / "java"))
+    # another Java at the same path (an upgrade: a new binary) is asked again
+    time.sleep(0.01)
+    _fake_java(home, "11.0.2", log)
+    os.utime(home / "bin" / "java", ns=(1, 1))
+    with pytest.raises(SetupError, match="Java 11"):
+        check_java()
+    assert log.read_text().count("run") == 2
+
+
+def test_without_the_cache_java_is_asked_every_time(cache, tmp_path, monkeypatch):
+    from evtime.session import check_java
+
+    monkeypatch.setenv("EVTIME_CLASS_CACHE", "0")
+    home, log = tmp_path / "jdk", tmp_path / "runs.log"
+    monkeypatch.setenv("JAVA_HOME", str(home))
+    _fake_java(home, "17.0.15", log)
+    check_java()
+    check_java()
+    assert log.read_text().count("run") == 2
+    assert not cache.exists() or not list(cache.iterdir())
