@@ -232,18 +232,40 @@ def _output(w, spec, names, out, lay, arrivals: int | None = None, made=None):
     """The windows as the output frame (routed 'out') and its layout; ``arrivals``: the
     last arrival number, when known; ``made``: the output frame already made (see
     :func:`~evtime.engine.bound_tally.output_here`)."""
-    import pyarrow as pa
     from pyspark.sql import functions as F
 
     from evtime.engine import bound as engine
-    from evtime.io.reader import Layout
     from evtime.io.writer import ROUTE
+
+    frame = engine.output(w, spec, names, arrivals) if made is None else made
+    return frame.withColumn(ROUTE, F.lit("out")), _windows_layout(spec, names, out, lay)
+
+
+def _windows_layout(spec, names, out, lay):
+    """Set the output sink's columns; the layout of the windows' own columns."""
+    import pyarrow as pa
+
+    from evtime.io.reader import Layout
 
     out.columns = [*spec.keys, "window_start", "window_end", *names, "rows", "closed_by"]
     # the windows carry only the key columns of the input (their types are restored)
-    key_lay = Layout(pa.schema([lay.schema.field(k) for k in spec.keys]), lay.time_col)
-    frame = engine.output(w, spec, names, arrivals) if made is None else made
-    return frame.withColumn(ROUTE, F.lit("out")), key_lay
+    return Layout(pa.schema([lay.schema.field(k) for k in spec.keys]), lay.time_col)
+
+
+def _output_here(table, schema, spec, names, out, lay):
+    """:func:`_output` for windows made in this process (``table``, Arrow, and its Spark
+    ``schema``): rows the writer writes from here (:class:`~evtime.io.writer.LocalRows`)."""
+    import pyarrow as pa
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    from evtime.io.writer import ROUTE, LocalRows
+
+    route = pa.array(["out"] * table.num_rows, pa.string())
+    rows = LocalRows(
+        table.append_column(ROUTE, route),
+        StructType([*schema.fields, StructField(ROUTE, StringType(), False)]),
+    )
+    return rows, _windows_layout(spec, names, out, lay)
 
 
 def _state_record(kw: dict, spec, inp) -> dict:
@@ -340,7 +362,9 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
 
     cl = engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
-    t = t.localCheckpoint()  # (the small table: everything below reads it)
+    # (the small table: everything below reads it; lazy, so that the first read, which
+    # fetches it when small, also fills it: one job fewer)
+    t = t.localCheckpoint(eager=False)
     here = run.rows_here(t)  # (a small tally, bounded: fetched with one job)
     if here is not None:
         routes, windows, limits, size = bound_tally.counts_here(here, spec)
@@ -348,9 +372,9 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
         routes, windows, limits, size = bound_tally.counts(t, spec)
     made = None
     if run.few_rows(size):  # a small tally (bounded): searched and ordered here
-        made = bound_tally.output_here(t, spec, names, read, here)
-    if made is not None:
-        out_frame, key_lay = _output(None, spec, names, sinks[0], lay, made=made)
+        made = bound_tally.output_rows_here(t, spec, names, read, here)
+    if made is not None:  # (written from here: no Spark job)
+        out_frame, key_lay = _output_here(*made, spec, names, sinks[0], lay)
     else:
         w = bound_tally.windows(t, spec, names, limits)
         out_frame, key_lay = _output(w, spec, names, sinks[0], lay, read)

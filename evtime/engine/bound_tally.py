@@ -27,6 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from evtime.engine import present
 from evtime.engine.bound import (
@@ -181,7 +182,22 @@ def output_here(
     would leave int64 (then the search runs in Spark, as for a big tally); ``rows``: the
     tally, when the caller fetched it already.  The search is
     :func:`~evtime.engine.bound.closing_arrivals`, as :func:`bound.close` runs it per key."""
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
+    made = output_rows_here(t, spec, names, arrivals, rows)
+    return None if made is None else t.sparkSession.createDataFrame(*made)
+
+
+def output_rows_here(
+    t: DataFrame,
+    spec: BoundSpec,
+    names: Sequence[str],
+    arrivals: int,
+    rows: pa.Table | None = None,
+) -> tuple[pa.Table, StructType] | None:
+    """The rows of :func:`output_here` as Arrow, with their Spark schema (the Arrow types
+    are those Spark gives that schema): for a caller that writes them here, without
+    making them a DataFrame (one Spark job fewer)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import LongType, StringType, StructField
 
     made = _made_here(t.toArrow() if rows is None else rows, spec, names, arrivals)
     if made is None:
@@ -197,7 +213,7 @@ def output_here(
             StructField("closed_by", StringType()),
         ]
     )
-    return t.sparkSession.createDataFrame(made, schema)
+    return made.cast(to_arrow_schema(schema)), schema
 
 
 def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: int):

@@ -59,6 +59,20 @@ class Derived:
         return carried if self.labels is None else pa.string()
 
 
+@dataclass(frozen=True)
+class LocalRows:
+    """Rows already in this process, as Arrow (with ``PART`` and ``ROUTE``), and the Spark
+    schema they stand for: written as :func:`write` writes a DataFrame's rows in this
+    process, without a Spark job (a result made here, such as bound's few windows)."""
+
+    table: pa.Table
+    schema: object  # pyspark.sql.types.StructType
+
+    @property
+    def columns(self) -> list[str]:
+        return self.table.column_names
+
+
 @dataclass
 class Sink:
     """One destination: its name, which rows (routes), which columns, where, what format."""
@@ -340,6 +354,9 @@ def write(
     (:class:`~evtime.engine.scan.Ranges`): the parts below ``step_below`` are in runs,
     one per Spark partition, in order; each task checks it holds only its own and, when
     done, leaves the file ``done-<partition>`` (see :class:`Early`)."""
+    if isinstance(df, LocalRows):
+        rows = df.table.take(_stable_by_part(df.table))
+        return _write_parts(iter(rows.to_batches()), sinks, lay, staging, step, step_below)
     from pyspark.sql import functions as F
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -374,12 +391,10 @@ def write(
     df = df.select(*[c for c in df.columns if c in needed])
     if in_driver:
         # partitions arrive in order; a stable sort by part keeps each part's own order
-        import pyarrow.compute as pc
-
-        # bounded: inputs of at most EVTIME_DRIVER_IO_MAX bytes, or results known to have
-        # at most EVTIME_DRIVER_ROWS_MAX rows (evtime.cli.run.few_rows)
+        # (bounded: inputs of at most EVTIME_DRIVER_IO_MAX bytes, or results known to have
+        # at most EVTIME_DRIVER_ROWS_MAX rows, see evtime.cli.run.few_rows)
         rows = df.toArrow()
-        rows = rows.take(pc.sort_indices(rows.column(PART)))
+        rows = rows.take(_stable_by_part(rows))
         seen = _write_parts(iter(rows.to_batches()), sinks, lay, staging, step, step_below)
     else:
         # a row per route and task, summed here: no aggregate in Spark, whose stage cost a
@@ -388,6 +403,14 @@ def write(
         for r in df.mapInArrow(write_partition, "route string, rows long").collect():
             seen[r["route"]] = seen.get(r["route"], 0) + r["rows"]
     return seen
+
+
+def _stable_by_part(rows: pa.Table) -> pa.Array:
+    """The order that sorts ``rows`` by ``PART``, each part's rows in the order they have
+    (Arrow's sort is stable)."""
+    import pyarrow.compute as pc
+
+    return pc.sort_indices(rows.column(PART))
 
 
 def _in_range(
