@@ -329,3 +329,41 @@ def test_row_groups_split_over_tasks_carry_their_footer_maxima(
         )
         assert code == code0 == 0, (err, err0)
         assert outs == outs0 and err == err0
+
+
+def test_local_times_are_the_times_in_arrival_order_with_their_seq(tmp_path):
+    """native.local_times: local Parquet files read here, row group pairs or batches, in
+    file order; ``_evt_seq`` as Spark's reader numbers rows; ms times in ns; a null time
+    as the least int64 (it reaches nothing).  URLs and other formats: None."""
+    import numpy as np
+
+    from evtime.io.reader import SEQ_FILE_SHIFT
+
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    ta = pa.table({"t": pa.array([5, None, 3, 9, 1], pa.timestamp("ms"))})
+    tb = pa.table({"t": pa.array([2, 8, 7], pa.timestamp("ms"))})
+    pq.write_table(ta, a, row_group_size=2)  # 3 row groups: a pair, then one
+    pq.write_table(tb, b)
+    files = [InputFile(0, str(a), "a", "parquet"), InputFile(1, str(b), "b", "parquet")]
+    lay = reader.layout(files, reader.ReadOptions("t"))
+    times = native.local_times(files, lay)
+    got = list(times())
+    seq = np.concatenate([s for s, _ in got]).tolist()
+    ns = np.concatenate([t for _, t in got]).tolist()
+    least = np.iinfo(np.int64).min
+    assert seq == [
+        0,
+        1,
+        2,
+        3,
+        4,
+        1 << SEQ_FILE_SHIFT,
+        (1 << SEQ_FILE_SHIFT) + 1,
+        (1 << SEQ_FILE_SHIFT) + 2,
+    ]
+    assert ns == [5 * 10**6, least, 3 * 10**6, 9 * 10**6, 10**6, 2 * 10**6, 8 * 10**6, 7 * 10**6]
+    # big row groups come in batches (memory stays bounded), with the same values
+    many = list(native._time_columns(pq.ParquetFile(a), "t", most=1))
+    assert [len(c) for c in many] == [2, 2, 1]
+    assert native.local_times([InputFile(0, "s3://bucket/a.parquet", "a", "parquet")], lay) is None
+    assert native.local_times([InputFile(0, str(a), "a", "csv")], lay) is None

@@ -5,6 +5,7 @@ many chunks (the carry between chunks); the keep rule found in value-ordered par
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -14,6 +15,7 @@ from evtime.engine.scan import (
     FilledInPart,
     KeptInPart,
     apply_in_parts,
+    first_reaching,
     kept_in_parts,
     prefix_count_max,
     running,
@@ -218,16 +220,22 @@ def test_kept_in_one_part_is_the_rule_over_arrival_order(values, width, keys):
     spread=st.sampled_from([1, 1000, 10**9]),
     keys=st.one_of(st.none(), keys_st),
     known=st.booleans(),
+    here=st.sampled_from([None, 1, 4, 100]),
 )
-@example(values=[5, 2], width=2, spread=1, keys=None, known=False)  # 5 passes 2 (halo)
-@example(values=[9, 2], width=2, spread=1, keys=None, known=False)  # 9 passes 2's part (carry)
-@example(values=[5, 2, 9, 2], width=2, spread=1, keys=["a", "b", "b", "a"], known=False)
-@example(values=[5, 2, 9, 2], width=2, spread=1, keys=["a", "b", "b", "a"], known=True)
-def test_kept_in_parts_is_the_rule_over_arrival_order(spark, values, width, spread, keys, known):
+@example(values=[5, 2], width=2, spread=1, keys=None, known=False, here=None)  # 5 passes 2 (halo)
+@example(values=[9, 2], width=2, spread=1, keys=None, known=False, here=None)  # 9: 2's part (carry)
+@example(values=[9, 2], width=2, spread=1, keys=None, known=False, here=1)
+@example(values=[5, 2, 9, 2], width=2, spread=1, keys=["a", "b", "b", "a"], known=False, here=None)
+@example(values=[5, 2, 9, 2], width=2, spread=1, keys=["a", "b", "b", "a"], known=True, here=None)
+def test_kept_in_parts_is_the_rule_over_arrival_order(
+    spark, values, width, spread, keys, known, here
+):
     """Many parts: each part's rows with the halo and carry probes the engine adds, the
     step run on each whole part (apply_in_parts); values spread so that parts are narrow
     (or one part: a far value puts the rest in part 0); with and without keys, and with
-    keys given as a table of every key (``known``: one more key than the rows have)."""
+    keys given as a table of every key (``known``: one more key than the rows have).
+    ``here`` (no keys): the carry from the values read in this process instead of a Spark
+    aggregate, in batches of that many rows (first_reaching)."""
     keys = keys[: len(values)] if keys else None
     vals = [v * spread if i % 7 == 3 else v for i, v in enumerate(values)]
     data = [(i, keys[i] if keys else None, v, i) for i, v in enumerate(vals)]
@@ -235,12 +243,65 @@ def test_kept_in_parts_is_the_rule_over_arrival_order(spark, values, width, spre
     every = None
     if keys and known:
         every = spark.createDataFrame([(k,) for k in {*keys, "unseen"}], "k string")
-    rows, step = kept_in_parts(df, "v", width, SEQ, "keep", ("k",) if keys else (), keys=every)
+    reach = None
+    if here and not keys:
+
+        def times():
+            for at in range(0, len(vals), here):
+                got = vals[at : at + here]
+                yield np.arange(at, at + len(got)), np.array(got, np.int64)
+
+        def reach(thresholds):
+            return first_reaching(times, thresholds)
+
+    rows, step = kept_in_parts(
+        df, "v", width, SEQ, "keep", ("k",) if keys else (), keys=every, reach=reach
+    )
     got = apply_in_parts(rows, step).collect()
     want = _kept_by_arrival(vals, width, keys)
     order = sorted(range(len(vals)), key=lambda i: (vals[i], i))
     assert [r["i"] for r in sorted(got, key=lambda r: (r[PART], r["v"], r["i"]))] == order
     assert {r["i"]: r["keep"] for r in got} == dict(enumerate(want))
+
+
+def test_kept_in_parts_with_the_carry_found_here_reads_its_input_once(spark):
+    """With ``reach`` the carry needs no aggregate over the input: one read, one job."""
+    from pyspark.sql import functions as F
+
+    vals = [i * 7919 % 1000 for i in range(1000)]
+    df = spark.range(0, 1000, numPartitions=4).select(
+        (F.col("id") * 7919 % 1000).alias("v"), F.col("id").alias(SEQ)
+    )
+
+    def times():
+        yield np.arange(1000), np.array(vals, np.int64)
+
+    rows, step = kept_in_parts(df, "v", 50, SEQ, "keep", reach=lambda t: first_reaching(times, t))
+    got = apply_in_parts(rows, step)
+    keep = {r[SEQ]: r["keep"] for r in got.collect()}
+    assert keep == dict(enumerate(_kept_by_arrival(vals, 50)))
+    plan = got._jdf.queryExecution().executedPlan().toString()  # (run: the final plan)
+    assert plan.split("== Initial Plan ==")[0].count("Range (0, 1000") == 1
+
+
+@given(
+    times=st.lists(st.integers(-50, 50), max_size=40),
+    thresholds=st.lists(st.integers(-60, 60), max_size=10),
+    batch=st.integers(1, 7),
+)
+def test_first_reaching_is_the_first_arrival_at_or_above(times, thresholds, batch):
+    """Per ascending threshold, the first arrival whose time is at or above it (-1: none),
+    whatever the batches (empty ones too)."""
+    thresholds = np.array(sorted(thresholds), np.int64)
+
+    def batches():
+        for at in range(0, len(times), batch):
+            got = np.array(times[at : at + batch], np.int64)
+            yield np.arange(at, at + len(got)) + 100, got
+            yield np.zeros(0, np.int64), np.zeros(0, np.int64)
+
+    want = [next((i + 100 for i, t in enumerate(times) if t >= x), -1) for x in thresholds]
+    assert first_reaching(batches, thresholds).tolist() == want
 
 
 def test_kept_in_parts_reads_its_input_twice(spark):

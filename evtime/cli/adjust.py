@@ -84,7 +84,7 @@ def adjust(**kw) -> None:
     # the time range, when known (read here, or in the Parquet footers): no job to find it
     limits = truncated_range(inp.time_range, spec.unit_ns)
     classified, step = (
-        engine.classify_in_order(df, spec, limits)
+        engine.classify_in_order(df, spec, limits, inp.as_read)
         if in_order
         else (engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read), None)
     )

@@ -32,6 +32,7 @@ from evtime.engine.scan import (
     bucketer,
     first_above,
     first_above_in_parts,
+    first_reaching,
     in_ranges,
     join_small,
     kept_in_parts,
@@ -112,7 +113,10 @@ def classify(
 
 
 def classify_in_order(
-    df: DataFrame, spec: AdjustSpec, limits: tuple[int, int] | None = None
+    df: DataFrame,
+    spec: AdjustSpec,
+    limits: tuple[int, int] | None = None,
+    as_read: AsRead | None = None,
 ) -> tuple[DataFrame, KeptInPart | None]:
     """:func:`classify` and :func:`order` in one pass, for runs that need only the keep flag
     (no reference time): a row is discarded exactly when an earlier arrival of its key has
@@ -120,12 +124,31 @@ def classify_in_order(
     output's own parts (:func:`~evtime.engine.scan.kept_in_parts`).  ``limits``: bounds of
     the evtimes, when known (:func:`~evtime.units.truncated_range`; no aggregate job).
     Returns the rows in output order and the step that adds the keep flag to each whole
-    part (:class:`~evtime.engine.scan.KeptInPart`; None: the rows have it)."""
+    part (:class:`~evtime.engine.scan.KeptInPart`; None: the rows have it).  ``as_read``:
+    when it can read the times here (no keys), the search's carry comes from them, not
+    from a Spark job (:func:`~evtime.engine.scan.first_reaching`)."""
     timed = df.withColumn(EVT, _evtime(spec))
+    reach = None
+    if as_read is not None and as_read.times is not None and not spec.keys:
+        times, unit = as_read.times, spec.unit_ns
+
+        def reach(thresholds: np.ndarray) -> np.ndarray:
+            # evtime >= x exactly when the time is at or above x rounded up to the unit
+            return first_reaching(times, _rounded_up(thresholds, unit))
+
     try:  # (no rows: kept_in_parts gives them as one part)
-        return kept_in_parts(timed, EVT, spec.width, SEQ, KEEP, spec.keys, limits)
+        return kept_in_parts(timed, EVT, spec.width, SEQ, KEEP, spec.keys, limits, reach=reach)
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
         return order(classify(df, spec)), None
+
+
+def _rounded_up(x: np.ndarray, unit: int) -> np.ndarray:
+    """``x`` rounded up to a multiple of ``unit`` (the int64 maximum where that leaves the
+    int64 range: no time reaches it)."""
+    most = np.iinfo(np.int64).max
+    down = x - np.mod(x, unit)
+    room = down <= most - unit
+    return np.where(down == x, x, np.where(room, down + np.where(room, unit, 0), most))
 
 
 def kept(width: Column) -> Column:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -167,6 +167,31 @@ def bucket_number(lo: int, hi: int, value: int) -> int:
     shift = max(0, (hi - lo).bit_length() - BUCKET_BITS)
     top = (1 << BUCKET_BITS) - 1
     return 0 if value <= lo else min((value - lo) >> shift, top)
+
+
+def first_reaching(
+    times: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]], thresholds: np.ndarray
+) -> np.ndarray:
+    """Per threshold (ascending), the first arrival (its ``_evt_seq``) whose time is at or
+    above it, -1 where none is: the first place where the running maximum of the times
+    reaches it (a search in a monotone sequence, batch by batch).  ``times()``:
+    ``(_evt_seq, time)`` batches in arrival order (:attr:`AsRead.times`)."""
+    found = np.full(len(thresholds), -1, np.int64)
+    j, top = 0, None
+    for seq, t in times():
+        if j == len(thresholds):
+            break
+        if not len(t):
+            continue
+        reached = np.maximum.accumulate(t)
+        if top is not None:
+            np.maximum(reached, top, out=reached)
+        top = reached[-1]
+        at = np.searchsorted(reached, thresholds[j:], side="left")
+        n = int(np.count_nonzero(at < len(reached)))  # (a prefix: both ascend)
+        found[j : j + n] = seq[at[:n]]
+        j += n
+    return found
 
 
 def _part(bucket: Callable[[Column], Column], lead: str) -> Column:
@@ -360,6 +385,7 @@ def _with_probes(
     lo: int,
     hi: int,
     keys: DataFrame | None = None,
+    reach: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> DataFrame:
     """The rows of :func:`first_above_in_parts` with ``PART`` and :data:`PROBE`, plus the
     probe rows (``by``, ``lead``, ``arrival``, ``PART``; the rest null) that put into each
@@ -367,7 +393,8 @@ def _with_probes(
     within ``width`` of the part's lower edge, copied into it) and the *carry* (per part,
     the least arrival of the rows beyond the part + ``width``, with ``lead`` above every
     row's ``lead + width``).  ``keys``: every value of ``by`` (a small table of those
-    columns), when known, such as merge's source numbers.  Raises OverflowError when that
+    columns), when known, such as merge's source numbers.  ``reach`` (no keys): the carry
+    found without a Spark job (see :func:`_carry_here`).  Raises OverflowError when that
     value leaves the int64 range."""
     beyond = hi + width + 1  # above every row's lead + width: the carry rows' value
     if beyond + width + 1 >= 1 << 63:
@@ -376,6 +403,39 @@ def _with_probes(
     back = F.col(lead) - F.lit(width + 1)  # a row passes the rows at or below this value
     reaches = F.col(lead) >= F.lit(lo + width + 1)  # the row passes some value
     own, reached = bucket(F.col(lead)), bucket(back)  # its part; the lowest part it passes
+    if reach is not None and not by:
+        carry = _carry_here(df, reach, arrival, lo, hi, width)
+    else:
+        carry = _carry_in_spark(df, by, arrival, lo, reaches, reached, own, keys)
+    carry = carry.where(F.col(arrival).isNotNull()).select(
+        *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(PROBE)
+    )
+    # the halo in the same scan as the rows (a union would read the input once more): a
+    # row that reaches back into an earlier part comes out twice, the second time as a
+    # probe there, with only its key, lead and arrival
+    halo = reaches & (reached < own)
+    twice = F.when(halo, F.array(F.lit(False), F.lit(True))).otherwise(F.array(F.lit(False)))
+    probe, whole = F.col(PROBE), {*by, lead, arrival}
+    rows = df.withColumn(PROBE, F.explode(twice)).select(
+        *[c if c in whole else F.when(~probe, F.col(c)).alias(c) for c in df.columns],
+        F.when(probe, reached).otherwise(_part(bucket, lead)).alias(PART),
+        PROBE,
+    )
+    return rows.unionByName(carry, allowMissingColumns=True)
+
+
+def _carry_in_spark(
+    df: DataFrame,
+    by: Sequence[str],
+    arrival: str,
+    lo: int,
+    reaches: Column,
+    reached: Column,
+    own: Column,
+    keys: DataFrame | None,
+) -> DataFrame:
+    """The carry of :func:`_with_probes`, ``(by..., PART, arrival)``, by an aggregate of
+    the input (see there)."""
     # per part of the output: the least arrival of the rows that pass the whole part.
     # Without keys, for every possible part (running() would otherwise join the aggregate
     # with itself, and Spark computes it, a scan of the input, twice), from one aggregate
@@ -404,22 +464,34 @@ def _with_probes(
     else:
         passing = df.where(reaches).select(reached.alias("p"), F.col(arrival).alias("m"))
     least = passing.groupBy(*by, F.col("p").alias(PART)).agg(F.min("m").alias("_fa_m"))
-    carry = running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=every)
-    carry = carry.where(F.col(arrival).isNotNull()).select(
-        *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(PROBE)
+    return running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=every)
+
+
+def _carry_here(
+    df: DataFrame,
+    reach: Callable[[np.ndarray], np.ndarray],
+    arrival: str,
+    lo: int,
+    hi: int,
+    width: int,
+) -> DataFrame:
+    """The carry of :func:`_with_probes` without keys, ``(PART, arrival)``, from
+    ``reach(thresholds)`` (per ascending threshold, the first arrival whose lead is at or
+    above it, -1: none; :func:`first_reaching` over the times read here): a row passes the
+    whole of part ``p`` when its ``lead - width - 1`` falls in a later part, that is, when
+    its lead is at least the lower edge of part ``p + 1`` plus ``width + 1``.  No Spark
+    job, where the aggregate over the input cost a job of its own (a scan of the input)
+    and a broadcast."""
+    shift = max(0, (hi - lo).bit_length() - BUCKET_BITS)
+    top = (1 << BUCKET_BITS) - 1  # (the last part has no later part)
+    most = (1 << 63) - 1  # (thresholds past the int64 range are never reached)
+    thresholds = np.array(
+        [min(lo + ((p + 1) << shift) + width + 1, most) for p in range(top)], np.int64
     )
-    # the halo in the same scan as the rows (a union would read the input once more): a
-    # row that reaches back into an earlier part comes out twice, the second time as a
-    # probe there, with only its key, lead and arrival
-    halo = reaches & (reached < own)
-    twice = F.when(halo, F.array(F.lit(False), F.lit(True))).otherwise(F.array(F.lit(False)))
-    probe, whole = F.col(PROBE), {*by, lead, arrival}
-    rows = df.withColumn(PROBE, F.explode(twice)).select(
-        *[c if c in whole else F.when(~probe, F.col(c)).alias(c) for c in df.columns],
-        F.when(probe, reached).otherwise(_part(bucket, lead)).alias(PART),
-        PROBE,
-    )
-    return rows.unionByName(carry, allowMissingColumns=True)
+    found = reach(thresholds)
+    rows = [(p, int(a)) for p, a in enumerate(found.tolist()) if a >= 0]
+    schema = StructType([StructField(PART, LongType()), StructField(arrival, LongType())])
+    return df.sparkSession.createDataFrame(rows, schema)
 
 
 def first_above_in_parts(
@@ -634,6 +706,7 @@ def kept_in_parts(
     rank: str | None = None,
     fill: DataFrame | None = None,
     keys: DataFrame | None = None,
+    reach: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[DataFrame, KeptInPart | FilledInPart]:
     """The rows in numbered parts, in the order ``(lead, arrival)`` (as
     :func:`sort_in_parts`), for the keep rule of a bound ``width`` behind the running
@@ -652,13 +725,13 @@ def kept_in_parts(
     ``arrival`` and columns of values for them, such as the words of a discard); they go
     into the parts beside those rows, and the step is a :class:`FilledInPart`, which gives
     each row it does not keep the values of its fill row (the rows without one: null).
-    ``keys``: every value of ``by``, when known (see :func:`_with_probes`)."""
+    ``keys``: every value of ``by``, when known; ``reach``: see :func:`_with_probes`."""
     lo, hi = limits or value_limits(df, lead)
     step = KeptInPart(lead, arrival, width, out, tuple(by), least, rank)
     if lo is None:
         rows = df.withColumns({PART: F.lit(0).cast("long"), PROBE: F.lit(False)})
     else:
-        rows = _with_probes(df, lead, width, arrival, by, lo, hi, keys)
+        rows = _with_probes(df, lead, width, arrival, by, lo, hi, keys, reach)
     if fill is not None:  # (no rows: no fill rows either, but their columns)
         values = tuple(c for c in fill.columns if c not in {*by, lead, arrival})
         # (probes to the search: each the copy of a row's key, lead and arrival, which
@@ -797,9 +870,15 @@ class AsRead:
     arrivals, each in arrival order (a file's splits, the reader's chunks, a checkpoint of
     them; no shuffle since).  ``groups``: ``(first _evt_seq, greatest time in ns or None)``
     of every Parquet row group, in arrival order, from the footers (Spark's reader splits
-    files between row groups, so every stretch starts at one); empty: not known."""
+    files between row groups, so every stretch starts at one); empty: not known.
+    ``times``: when the input is local Parquet files, a function that reads its times in
+    this process, in arrival order (``(_evt_seq, time in ns)`` batches, a null time as
+    :data:`NONE`; :func:`evtime.io.native.local_times`), else None."""
 
     groups: tuple[tuple[int, int | None], ...] = ()
+    times: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]] | None = field(
+        default=None, compare=False
+    )
 
     def time_maxima(self, unit: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Per row group: its first ``_evt_seq`` and the greatest time floored to ``unit``

@@ -129,6 +129,53 @@ def _in_range(rg, i: int, per: int) -> bool:
     return lo <= st.min_raw and st.max_raw <= hi
 
 
+def local_times(files: list[InputFile], lay: Layout):
+    """For local Parquet files (else None): a function that reads the times here, in
+    arrival order, with pyarrow (the time column only, a row group at a time: memory stays
+    bounded), as ``(_evt_seq, time in ns)`` pairs of int64 arrays (a null time: the least
+    int64).  For the engine's small per-part tables that a pass over the times alone gives
+    (see :class:`~evtime.engine.scan.AsRead`), without a Spark job."""
+    if not files or any("://" in f.url or f.fmt != "parquet" for f in files):
+        return None
+    want = lay.schema.field(lay.time_col).type
+    per = _UNIT_NS[want.unit]
+
+    def times():  # -> Iterator[tuple[np.ndarray, np.ndarray]]
+        import numpy as np
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        least = pa.scalar(np.iinfo(np.int64).min, pa.int64())
+        for f in sorted(files, key=lambda f: f.index):
+            first = f.index << SEQ_FILE_SHIFT
+            with pq.ParquetFile(f.url) as pf:
+                for col in _time_columns(pf, lay.time_col):
+                    t = col.cast(want).cast(pa.int64())
+                    ns = pc.fill_null(pc.multiply(t, per) if per != 1 else t, least)
+                    ns = ns.to_numpy()
+                    yield np.arange(first, first + len(ns), dtype=np.int64), ns
+                    first += len(ns)
+
+    return times
+
+
+def _time_columns(pf, name: str, most: int = 1 << 22):  # -> Iterator[pa.ChunkedArray]
+    """The column ``name`` of the open Parquet file ``pf``, in row order: two row groups at
+    a time, decoded in parallel (0.13 s for 10M times here, 0.3 s one at a time), or, for
+    row groups of more than ``most`` rows, in batches of 2^20 rows (memory stays bounded)."""
+    md = pf.metadata
+    groups = list(range(md.num_row_groups))
+    while groups:
+        pair = groups[:2]
+        if all(md.row_group(g).num_rows <= most for g in pair):
+            del groups[:2]
+            yield pf.read_row_groups(pair, columns=[name], use_threads=True).column(0)
+            continue
+        g = groups.pop(0)
+        for b in pf.iter_batches(1 << 20, row_groups=[g], columns=[name], use_threads=False):
+            yield pa.chunked_array([b.column(0)])
+
+
 def _footing(files: list[InputFile], mds: list, lay: Layout) -> Footing:
     """:class:`Footing` of files whose time column has statistics in every row group (as
     :func:`_footer_problem` checked): no Spark job counts or scans for it.  Parquet
@@ -155,7 +202,8 @@ def _footing(files: list[InputFile], mds: list, lay: Layout) -> Footing:
                 groups.append((first, hi))
             first += rg.num_rows
     how = "read by Spark's Parquet reader"
-    return Footing(rows - nulls, nulls, least, greatest, how, tuple(sorted(groups)))
+    times = local_times(files, lay)
+    return Footing(rows - nulls, nulls, least, greatest, how, tuple(sorted(groups)), times)
 
 
 def _footer_problem(f: InputFile, lay: Layout, md) -> str | None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import numpy as np
@@ -162,6 +162,8 @@ class Footing:
     # per Parquet row group, in arrival order: its first arrival's _evt_seq and its
     # greatest time in ns (None: no time), from the footers (None: not known)
     groups: tuple[tuple[int, int | None], ...] | None = None
+    # the times read in this process, in arrival order (evtime.io.native.local_times)
+    times: object = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
