@@ -148,7 +148,7 @@ def _fake_java(home, version: str, log) -> None:
     """A ``java`` in ``home``/bin that prints ``version`` as Java does and logs each run."""
     (home / "bin").mkdir(parents=True, exist_ok=True)
     java = home / "bin" / "java"
-    java.write_text(f'#!/bin/sh\necho run >> {log}\necho \'openjdk version "{version}"\' >&2\n')
+    java.write_text(f"#!/bin/sh\necho run >> {log}\necho 'openjdk version \"{version}\"' >&2\n")
     java.chmod(0o755)
 
 

@@ -131,10 +131,11 @@ def _in_range(rg, i: int, per: int) -> bool:
 
 def local_times(files: list[InputFile], lay: Layout):
     """For local Parquet files (else None): a function that reads the times here, in
-    arrival order, with pyarrow (the time column only, a row group at a time: memory stays
-    bounded), as ``(_evt_seq, time in ns)`` pairs of int64 arrays (a null time: the least
-    int64).  For the engine's small per-part tables that a pass over the times alone gives
-    (see :class:`~evtime.engine.scan.AsRead`), without a Spark job."""
+    arrival order, with pyarrow (the time column only, a few row groups at a time, see
+    :func:`_time_columns`: memory stays bounded), as ``(_evt_seq, time in ns)`` pairs of
+    int64 arrays (a null time: the least int64).  For the engine's small per-part tables
+    that a pass over the times alone gives (see :class:`~evtime.engine.scan.AsRead`),
+    without a Spark job."""
     if not files or any("://" in f.url or f.fmt != "parquet" for f in files):
         return None
     want = lay.schema.field(lay.time_col).type
