@@ -234,7 +234,7 @@ def test_kept_in_parts_is_the_rule_over_arrival_order(
     step run on each whole part (apply_in_parts); values spread so that parts are narrow
     (or one part: a far value puts the rest in part 0); with and without keys, and with
     keys given as a table of every key (``known``: one more key than the rows have).
-    ``here`` (no keys): the carry from the values read in this process instead of a Spark
+    ``here``: the carry from the values read in this process (per key) instead of a Spark
     aggregate, in batches of that many rows (first_reaching)."""
     keys = keys[: len(values)] if keys else None
     vals = [v * spread if i % 7 == 3 else v for i, v in enumerate(values)]
@@ -244,15 +244,18 @@ def test_kept_in_parts_is_the_rule_over_arrival_order(
     if keys and known:
         every = spark.createDataFrame([(k,) for k in {*keys, "unseen"}], "k string")
     reach = None
-    if here and not keys:
+    if here:
+        key = keys or [None] * len(vals)
 
-        def times():
-            for at in range(0, len(vals), here):
-                got = vals[at : at + here]
-                yield np.arange(at, at + len(got)), np.array(got, np.int64)
+        def times(k):
+            mine = [i for i in range(len(vals)) if key[i] == k]
+            for at in range(0, len(mine), here):
+                got = mine[at : at + here]
+                yield np.array(got, np.int64), np.array([vals[i] for i in got], np.int64)
 
         def reach(thresholds):
-            return first_reaching(times, thresholds)
+            found = {k: first_reaching(lambda k=k: times(k), thresholds) for k in set(key)}
+            return {(k,) if keys else (): f for k, f in found.items()}
 
     rows, step = kept_in_parts(
         df, "v", width, SEQ, "keep", ("k",) if keys else (), keys=every, reach=reach
@@ -276,7 +279,9 @@ def test_kept_in_parts_with_the_carry_found_here_reads_its_input_once(spark):
     def times():
         yield np.arange(1000), np.array(vals, np.int64)
 
-    rows, step = kept_in_parts(df, "v", 50, SEQ, "keep", reach=lambda t: first_reaching(times, t))
+    rows, step = kept_in_parts(
+        df, "v", 50, SEQ, "keep", reach=lambda t: {(): first_reaching(times, t)}
+    )
     got = apply_in_parts(rows, step)
     keep = {r[SEQ]: r["keep"] for r in got.collect()}
     assert keep == dict(enumerate(_kept_by_arrival(vals, 50)))

@@ -139,6 +139,7 @@ def _setup(kw: dict, command: str, check=None, classify: bool = True, stream=Non
     groups = [f.group for f in files]
     if stream:
         spec, groups = stream.sources(spec, groups)
+    inp.sources = tuple(groups)
     if inp.rejected is not None:
         from pyspark.sql import functions as F
 
@@ -349,7 +350,7 @@ def merge(**kw) -> None:
     step = None
     if spec.simple and not (spec.marker or (discards and spec.width) or run.in_driver()):
         late = engine.late_rows(df, spec) if discards else None
-        df, step = engine.classify_in_order(df, spec, limits, late)
+        df, step = engine.classify_in_order(df, spec, limits, late, inp.as_read, inp.sources)
     if step is None:
         df = engine.classify(df, spec)
 

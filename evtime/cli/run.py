@@ -66,6 +66,8 @@ class Inputs:
     # the rows as read (each Spark partition in arrival order) and, from the Parquet
     # footers, where the row groups start (an engine.scan.AsRead, set by start())
     as_read: object = None
+    # merge: each input file's source number (set by its setup)
+    sources: tuple[int, ...] = ()
 
 
 @dataclass

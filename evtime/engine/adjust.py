@@ -39,6 +39,7 @@ from evtime.engine.scan import (
     key_numbers,
     positions_in_parts,
     prefix_max,
+    rounded_up,
     running,
     sort_in_parts,
     stacked_by_key,
@@ -132,23 +133,14 @@ def classify_in_order(
     if as_read is not None and as_read.times is not None and not spec.keys:
         times, unit = as_read.times, spec.unit_ns
 
-        def reach(thresholds: np.ndarray) -> np.ndarray:
+        def reach(thresholds: np.ndarray) -> dict[tuple, np.ndarray]:
             # evtime >= x exactly when the time is at or above x rounded up to the unit
-            return first_reaching(times, _rounded_up(thresholds, unit))
+            return {(): first_reaching(times, rounded_up(thresholds, unit))}
 
     try:  # (no rows: kept_in_parts gives them as one part)
         return kept_in_parts(timed, EVT, spec.width, SEQ, KEEP, spec.keys, limits, reach=reach)
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
         return order(classify(df, spec)), None
-
-
-def _rounded_up(x: np.ndarray, unit: int) -> np.ndarray:
-    """``x`` rounded up to a multiple of ``unit`` (the int64 maximum where that leaves the
-    int64 range: no time reaches it)."""
-    most = np.iinfo(np.int64).max
-    down = x - np.mod(x, unit)
-    room = down <= most - unit
-    return np.where(down == x, x, np.where(room, down + np.where(room, unit, 0), most))
 
 
 def kept(width: Column) -> Column:

@@ -51,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -59,16 +60,19 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 from evtime.engine import present
 from evtime.engine.scan import (
     UNBOUNDED,
+    AsRead,
     FilledInPart,
     KeptInPart,
     arrival_numbers,
     chunk_offsets,
     first_above,
+    first_reaching,
     join_small,
     kept_in_parts,
     numbered,
     positions,
     prefix_max,
+    rounded_up,
 )
 from evtime.errors import InputError, in_task
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ, Layout, T
@@ -425,6 +429,8 @@ def classify_in_order(
     spec: MergeSpec,
     limits: tuple[int, int] | None = None,
     late: DataFrame | None = None,
+    as_read: AsRead | None = None,
+    sources: Sequence[int] = (),
 ) -> tuple[DataFrame, KeptInPart | FilledInPart | None]:
     """:func:`classify` and the output order in one pass, for sources one after the other
     with data rows only (``spec.simple``, no bound marker) when only the keep flag is
@@ -434,11 +440,24 @@ def classify_in_order(
     the order of the parts).  ``limits``: bounds of the evtimes, when known.  ``late``:
     :func:`late_rows` (``--discards``): the step gives each discarded row its columns.
     Returns the rows and the step that adds ``KEEP`` to each part (None: a width beyond
-    the int64 timeline; use :func:`classify`)."""
+    the int64 timeline; use :func:`classify`).  ``as_read``, ``sources`` (each input
+    file's source number): when the times can be read here, the search's carry comes from
+    them, per source, not from a Spark job (as adjust's)."""
+    reach = None
+    if as_read is not None and as_read.times is not None and sources:
+        times, unit = as_read.times, spec.unit_ns
+        files = {s: {i for i, g in enumerate(sources) if g == s} for s in set(sources)}
+
+        def reach(thresholds: np.ndarray) -> dict[tuple, np.ndarray]:
+            at = rounded_up(thresholds, unit) if unit else thresholds
+            return {(s,): first_reaching(lambda f=f: times(f), at) for s, f in files.items()}
+
     try:
         # (every source's number is known: no aggregate over pairs per row to find them)
         keys = df.sparkSession.range(spec.n).select(F.col("id").cast("int").alias(SRC))
-        return kept_in_parts(df, EVT, spec.width, SEQ, KEEP, [SRC], limits, fill=late, keys=keys)
+        return kept_in_parts(
+            df, EVT, spec.width, SEQ, KEEP, [SRC], limits, fill=late, keys=keys, reach=reach
+        )
     except OverflowError:
         return df, None
 

@@ -194,6 +194,15 @@ def first_reaching(
     return found
 
 
+def rounded_up(x: np.ndarray, unit: int) -> np.ndarray:
+    """``x`` rounded up to a multiple of ``unit`` (the int64 maximum where that leaves the
+    int64 range: no time reaches it)."""
+    most = np.iinfo(np.int64).max
+    down = x - np.mod(x, unit)
+    room = down <= most - unit
+    return np.where(down == x, x, np.where(room, down + np.where(room, unit, 0), most))
+
+
 def _part(bucket: Callable[[Column], Column], lead: str) -> Column:
     """A row's output part: the bucket of its ``lead`` (a null ``lead``: part 0, first)."""
     return F.coalesce(bucket(F.col(lead)), F.lit(0))
@@ -393,8 +402,8 @@ def _with_probes(
     within ``width`` of the part's lower edge, copied into it) and the *carry* (per part,
     the least arrival of the rows beyond the part + ``width``, with ``lead`` above every
     row's ``lead + width``).  ``keys``: every value of ``by`` (a small table of those
-    columns), when known, such as merge's source numbers.  ``reach`` (no keys): the carry
-    found without a Spark job (see :func:`_carry_here`).  Raises OverflowError when that
+    columns), when known, such as merge's source numbers.  ``reach``: the carry found
+    without a Spark job (see :func:`_carry_here`).  Raises OverflowError when that
     value leaves the int64 range."""
     beyond = hi + width + 1  # above every row's lead + width: the carry rows' value
     if beyond + width + 1 >= 1 << 63:
@@ -403,8 +412,8 @@ def _with_probes(
     back = F.col(lead) - F.lit(width + 1)  # a row passes the rows at or below this value
     reaches = F.col(lead) >= F.lit(lo + width + 1)  # the row passes some value
     own, reached = bucket(F.col(lead)), bucket(back)  # its part; the lowest part it passes
-    if reach is not None and not by:
-        carry = _carry_here(df, reach, arrival, lo, hi, width)
+    if reach is not None:
+        carry = _carry_here(df, reach, by, arrival, lo, hi, width)
     else:
         carry = _carry_in_spark(df, by, arrival, lo, reaches, reached, own, keys)
     carry = carry.where(F.col(arrival).isNotNull()).select(
@@ -469,28 +478,36 @@ def _carry_in_spark(
 
 def _carry_here(
     df: DataFrame,
-    reach: Callable[[np.ndarray], np.ndarray],
+    reach: Callable[[np.ndarray], Mapping[tuple, np.ndarray]],
+    by: Sequence[str],
     arrival: str,
     lo: int,
     hi: int,
     width: int,
 ) -> DataFrame:
-    """The carry of :func:`_with_probes` without keys, ``(PART, arrival)``, from
-    ``reach(thresholds)`` (per ascending threshold, the first arrival whose lead is at or
-    above it, -1: none; :func:`first_reaching` over the times read here): a row passes the
-    whole of part ``p`` when its ``lead - width - 1`` falls in a later part, that is, when
-    its lead is at least the lower edge of part ``p + 1`` plus ``width + 1``.  No Spark
-    job, where the aggregate over the input cost a job of its own (a scan of the input)
-    and a broadcast."""
+    """The carry of :func:`_with_probes`, ``(by..., PART, arrival)``, from
+    ``reach(thresholds)``: per key (a tuple of the values of ``by``; ``()`` without keys),
+    per ascending threshold, the first arrival of the key whose lead is at or above it
+    (-1: none; :func:`first_reaching` over the times read here).  A row passes the whole
+    of part ``p`` when its ``lead - width - 1`` falls in a later part, that is, when its
+    lead is at least the lower edge of part ``p + 1`` plus ``width + 1``.  No Spark job,
+    where the aggregate over the input cost a job of its own (a scan of the input) and a
+    broadcast."""
     shift = max(0, (hi - lo).bit_length() - BUCKET_BITS)
     top = (1 << BUCKET_BITS) - 1  # (the last part has no later part)
     most = (1 << 63) - 1  # (thresholds past the int64 range are never reached)
     thresholds = np.array(
         [min(lo + ((p + 1) << shift) + width + 1, most) for p in range(top)], np.int64
     )
-    found = reach(thresholds)
-    rows = [(p, int(a)) for p, a in enumerate(found.tolist()) if a >= 0]
-    schema = StructType([StructField(PART, LongType()), StructField(arrival, LongType())])
+    rows = [
+        (*key, p, int(a))
+        for key, found in reach(thresholds).items()
+        for p, a in enumerate(found.tolist())
+        if a >= 0
+    ]
+    types = {f.name: f.dataType for f in df.schema}
+    fields = [StructField(c, types[c]) for c in by]
+    schema = StructType([*fields, StructField(PART, LongType()), StructField(arrival, LongType())])
     return df.sparkSession.createDataFrame(rows, schema)
 
 

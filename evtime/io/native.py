@@ -141,13 +141,16 @@ def local_times(files: list[InputFile], lay: Layout):
     want = lay.schema.field(lay.time_col).type
     per = _UNIT_NS[want.unit]
 
-    def times():  # -> Iterator[tuple[np.ndarray, np.ndarray]]
+    def times(only=None):  # -> Iterator[tuple[np.ndarray, np.ndarray]]
+        """``only``: the indexes of the files to read (default: all)."""
         import numpy as np
         import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         least = pa.scalar(np.iinfo(np.int64).min, pa.int64())
         for f in sorted(files, key=lambda f: f.index):
+            if only is not None and f.index not in only:
+                continue
             first = f.index << SEQ_FILE_SHIFT
             with pq.ParquetFile(f.url) as pf:
                 for col in _time_columns(pf, lay.time_col):
