@@ -32,14 +32,13 @@ from evtime.engine.scan import (
     bucketer,
     first_above,
     first_above_in_parts,
-    first_reaching,
     in_ranges,
     join_small,
     kept_in_parts,
     key_numbers,
     positions_in_parts,
     prefix_max,
-    rounded_up,
+    reach_from,
     running,
     sort_in_parts,
     stacked_by_key,
@@ -127,16 +126,11 @@ def classify_in_order(
     Returns the rows in output order and the step that adds the keep flag to each whole
     part (:class:`~evtime.engine.scan.KeptInPart`; None: the rows have it).  ``as_read``:
     when it can read the times here (no keys), the search's carry comes from them, not
-    from a Spark job (:func:`~evtime.engine.scan.first_reaching`)."""
+    from a Spark job (:func:`~evtime.engine.scan.reach_from`)."""
     timed = df.withColumn(EVT, _evtime(spec))
     reach = None
     if as_read is not None and as_read.times is not None and not spec.keys:
-        times, unit = as_read.times, spec.unit_ns
-
-        def reach(thresholds: np.ndarray) -> dict[tuple, np.ndarray]:
-            # evtime >= x exactly when the time is at or above x rounded up to the unit
-            return {(): first_reaching(times, rounded_up(thresholds, unit))}
-
+        reach = reach_from(as_read.times, spec.unit_ns)
     try:  # (no rows: kept_in_parts gives them as one part)
         return kept_in_parts(timed, EVT, spec.width, SEQ, KEEP, spec.keys, limits, reach=reach)
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan

@@ -51,7 +51,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
@@ -66,13 +65,12 @@ from evtime.engine.scan import (
     arrival_numbers,
     chunk_offsets,
     first_above,
-    first_reaching,
     join_small,
     kept_in_parts,
     numbered,
     positions,
     prefix_max,
-    rounded_up,
+    reach_from,
 )
 from evtime.errors import InputError, in_task
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ, Layout, T
@@ -445,13 +443,7 @@ def classify_in_order(
     them, per source, not from a Spark job (as adjust's)."""
     reach = None
     if as_read is not None and as_read.times is not None and sources:
-        times, unit = as_read.times, spec.unit_ns
-        files = {s: {i for i, g in enumerate(sources) if g == s} for s in set(sources)}
-
-        def reach(thresholds: np.ndarray) -> dict[tuple, np.ndarray]:
-            at = rounded_up(thresholds, unit) if unit else thresholds
-            return {(s,): first_reaching(lambda f=f: times(f), at) for s, f in files.items()}
-
+        reach = reach_from(as_read.times, spec.unit_ns, sources)
     try:
         # (every source's number is known: no aggregate over pairs per row to find them)
         keys = df.sparkSession.range(spec.n).select(F.col("id").cast("int").alias(SRC))

@@ -194,13 +194,34 @@ def first_reaching(
     return found
 
 
-def rounded_up(x: np.ndarray, unit: int) -> np.ndarray:
-    """``x`` rounded up to a multiple of ``unit`` (the int64 maximum where that leaves the
-    int64 range: no time reaches it)."""
-    most = np.iinfo(np.int64).max
+def rounded_up(x: np.ndarray, unit: int | None) -> np.ndarray:
+    """``x`` rounded up to a multiple of ``unit`` (as it is for no unit, 0 or 1; the int64
+    maximum where rounding leaves the int64 range: no time reaches it)."""
+    if not unit or unit <= 1:
+        return x
     down = x - np.mod(x, unit)
-    room = down <= most - unit
-    return np.where(down == x, x, np.where(room, down + np.where(room, unit, 0), most))
+    return np.where(down == x, x, np.minimum(down, np.iinfo(np.int64).max - unit) + unit)
+
+
+Times = Callable[..., Iterator[tuple[np.ndarray, np.ndarray]]]  # see AsRead.times
+Reach = Callable[[np.ndarray], Mapping[tuple, np.ndarray]]  # see _carry_here
+
+
+def reach_from(times: Times, unit: int | None, keys: Sequence[int] = ()) -> Reach:
+    """``reach`` for :func:`kept_in_parts` from the times read here (:attr:`AsRead.times`),
+    for a lead that is the time truncated to ``unit`` ns (None: the time itself): evtime >= x
+    exactly when the time is at or above x rounded up to the unit.  ``keys``: each input
+    file's key (merge: its source number), one search per key over its own files; empty:
+    one search over every file, for the key ``()``."""
+    files = {(k,): {i for i, g in enumerate(keys) if g == k} for k in set(keys)}
+
+    def reach(thresholds: np.ndarray) -> dict[tuple, np.ndarray]:
+        at = rounded_up(thresholds, unit)
+        if not files:
+            return {(): first_reaching(times, at)}
+        return {k: first_reaching(lambda f=f: times(f), at) for k, f in files.items()}
+
+    return reach
 
 
 def _part(bucket: Callable[[Column], Column], lead: str) -> Column:
@@ -394,7 +415,7 @@ def _with_probes(
     lo: int,
     hi: int,
     keys: DataFrame | None = None,
-    reach: Callable[[np.ndarray], np.ndarray] | None = None,
+    reach: Reach | None = None,
 ) -> DataFrame:
     """The rows of :func:`first_above_in_parts` with ``PART`` and :data:`PROBE`, plus the
     probe rows (``by``, ``lead``, ``arrival``, ``PART``; the rest null) that put into each
@@ -478,7 +499,7 @@ def _carry_in_spark(
 
 def _carry_here(
     df: DataFrame,
-    reach: Callable[[np.ndarray], Mapping[tuple, np.ndarray]],
+    reach: Reach,
     by: Sequence[str],
     arrival: str,
     lo: int,
@@ -723,7 +744,7 @@ def kept_in_parts(
     rank: str | None = None,
     fill: DataFrame | None = None,
     keys: DataFrame | None = None,
-    reach: Callable[[np.ndarray], np.ndarray] | None = None,
+    reach: Reach | None = None,
 ) -> tuple[DataFrame, KeptInPart | FilledInPart]:
     """The rows in numbered parts, in the order ``(lead, arrival)`` (as
     :func:`sort_in_parts`), for the keep rule of a bound ``width`` behind the running
@@ -890,12 +911,11 @@ class AsRead:
     files between row groups, so every stretch starts at one); empty: not known.
     ``times``: when the input is local Parquet files, a function that reads its times in
     this process, in arrival order (``(_evt_seq, time in ns)`` batches, a null time as
-    :data:`NONE`; :func:`evtime.io.native.local_times`), else None."""
+    :data:`NONE`; an optional set of file indexes reads only those files;
+    :func:`evtime.io.native.local_times`), else None."""
 
     groups: tuple[tuple[int, int | None], ...] = ()
-    times: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]] | None = field(
-        default=None, compare=False
-    )
+    times: Times | None = field(default=None, compare=False)
 
     def time_maxima(self, unit: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Per row group: its first ``_evt_seq`` and the greatest time floored to ``unit``

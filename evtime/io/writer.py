@@ -355,8 +355,7 @@ def write(
     one per Spark partition, in order; each task checks it holds only its own and, when
     done, leaves the file ``done-<partition>`` (see :class:`Early`)."""
     if isinstance(df, LocalRows):
-        rows = df.table.take(_stable_by_part(df.table))
-        return _write_parts(iter(rows.to_batches()), sinks, lay, staging, step, step_below)
+        return _write_here(df.table, sinks, lay, staging, step, step_below)
     from pyspark.sql import functions as F
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -390,12 +389,9 @@ def write(
     needed |= set(step.columns if step is not None else ())
     df = df.select(*[c for c in df.columns if c in needed])
     if in_driver:
-        # partitions arrive in order; a stable sort by part keeps each part's own order
         # (bounded: inputs of at most EVTIME_DRIVER_IO_MAX bytes, or results known to have
         # at most EVTIME_DRIVER_ROWS_MAX rows, see evtime.cli.run.few_rows)
-        rows = df.toArrow()
-        rows = rows.take(_stable_by_part(rows))
-        seen = _write_parts(iter(rows.to_batches()), sinks, lay, staging, step, step_below)
+        seen = _write_here(df.toArrow(), sinks, lay, staging, step, step_below)
     else:
         # a row per route and task, summed here: no aggregate in Spark, whose stage cost a
         # job after the writing one (the driver hears from every task anyway)
@@ -405,12 +401,20 @@ def write(
     return seen
 
 
-def _stable_by_part(rows: pa.Table) -> pa.Array:
-    """The order that sorts ``rows`` by ``PART``, each part's rows in the order they have
-    (Arrow's sort is stable)."""
+def _write_here(
+    rows: pa.Table,
+    sinks: list[Sink],
+    lay: Layout,
+    staging: str,
+    step: PartStep | None,
+    step_below: int,
+) -> dict[str, int]:
+    """:func:`_write_parts` of rows in this process, in the order of their partitions: a
+    stable sort by ``PART`` keeps each part's own order (Arrow's sort is stable)."""
     import pyarrow.compute as pc
 
-    return pc.sort_indices(rows.column(PART))
+    rows = rows.take(pc.sort_indices(rows.column(PART)))
+    return _write_parts(iter(rows.to_batches()), sinks, lay, staging, step, step_below)
 
 
 def _in_range(
