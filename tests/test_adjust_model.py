@@ -46,6 +46,7 @@ SETTINGS = spark_settings(8)
     unit=st.sampled_from(["nsec", "usec", "msec"]),
     range_=st.integers(0, 1500),
     keyed=st.booleans(),
+    cut=st.integers(0, 60),
 )
 # a null key is a key of its own; ties in time across keys; a late row of the null key
 @example(
@@ -53,13 +54,23 @@ SETTINGS = spark_settings(8)
     unit="usec",
     range_=2,
     keyed=True,
+    cut=0,
 )
-def test_explain_adjust_equals_model(run_cli, tmp_path, rows, unit, range_, keyed):
+@example(
+    rows=[("a", 9), ("a", 0), ("a", 5), ("a", -3000)], unit="nsec", range_=0, keyed=False, cut=3
+)
+def test_explain_adjust_equals_model(run_cli, tmp_path, rows, unit, range_, keyed, cut):
     """Read in the driver (small inputs: the prefix scan) and in Spark tasks (the search
-    in the output's parts, the reference time taken in the writer)."""
-    path = tmp_path / "in.parquet"
-    _write(path, rows, 777)  # ~0.8 us apart: usec/msec truncation merges and splits times
-    args = ["explain", "adjust", "--unit", unit, "--range", range_, "--format", "csv", path]
+    in the output's parts, the reference time taken in the writer; without keys, the
+    arrival numbers and carries from the times read here).  ``cut``: the rows from there
+    on are a second input file (none when it is 0 or past the end)."""
+    paths = [tmp_path / "in.parquet"]
+    if 0 < cut < len(rows):
+        paths.append(tmp_path / "in2.parquet")
+        _write(paths[1], rows[cut:], 777)
+    # ~0.8 us apart: usec/msec truncation merges and splits times
+    _write(paths[0], rows[:cut] if len(paths) > 1 else rows, 777)
+    args = ["explain", "adjust", "--unit", unit, "--range", range_, "--format", "csv", *paths]
     r = run_cli(*args, *(["--key", "k"] if keyed else []))
     assert r.exit_code == 0, r.stderr
     got = r.csv()
@@ -68,7 +79,9 @@ def test_explain_adjust_equals_model(run_cli, tmp_path, rows, unit, range_, keye
     )
     assert len(got) == len(want)
     for g, w in zip(got, want, strict=True):
-        assert int(g["arrival"]) == w.arrival and int(g["n"]) == w.arrival - 1
+        second = len(paths) > 1 and w.arrival > cut
+        assert int(g["arrival"]) == w.arrival
+        assert int(g["n"]) == w.arrival - 1 - (cut if second else 0)  # (its file's row)
         assert g["evtime"] == iso(w.evtime)
         assert g["decision"] == w.decision
         assert g["ref"] == iso(w.ref) and g["bound"] == iso(w.bound)
@@ -76,7 +89,7 @@ def test_explain_adjust_equals_model(run_cli, tmp_path, rows, unit, range_, keye
         assert g["output_pos"] == ("" if w.output_pos is None else str(w.output_pos))
         late = f"late: evtime {iso(w.evtime)} is below the bound {iso(w.bound)}"
         words = f"{late} (reference time - {range_} {unit})" if w.reason else ""
-        assert g["reason"] == words and g["source"] == str(path)
+        assert g["reason"] == words and g["source"] == str(paths[second])
 
 
 @SETTINGS

@@ -10,17 +10,20 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from evtime.engine.running import NONE
 from evtime.engine.scan import (
     AsRead,
     FilledInPart,
     KeptInPart,
     apply_in_parts,
+    arrivals_here,
+    bucket_number,
     first_reaching,
     kept_in_parts,
     prefix_count_max,
     running,
 )
-from evtime.io.reader import CHUNK, CHUNK_SHIFT, PART, SEQ
+from evtime.io.reader import CHUNK, CHUNK_SHIFT, PART, SEQ, SEQ_FILE_SHIFT
 from tests.examples import examples, spark_settings
 
 rows_st = st.lists(
@@ -307,6 +310,47 @@ def test_first_reaching_is_the_first_arrival_at_or_above(times, thresholds, batc
 
     want = [next((i + 100 for i, t in enumerate(times) if t >= x), -1) for x in thresholds]
     assert first_reaching(batches, thresholds).tolist() == want
+
+
+@settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    files=st.lists(st.lists(st.integers(-3_000, 3_000), max_size=30), min_size=1, max_size=4),
+    batch=st.integers(1, 9),
+    unit=st.sampled_from([None, 1, 7, 1000]),
+)
+@example(files=[[5], [], [9, -2]], batch=1, unit=7)  # an empty file between two
+def test_arrivals_here_numbers_files_and_parts(spark, files, batch, unit):
+    """One pass over the times read here, as local_times gives them (per file, in batches):
+    the arrivals before each file, which number every row densely from its _evt_seq (in
+    Spark, and for the search's carry), and per part of the arrivals (as bucketer(1, n)
+    cuts them) the greatest time floored to the unit."""
+    flat = [(f, r, t) for f, ts in enumerate(files) for r, t in enumerate(ts)]
+    n = len(flat)
+
+    def times(only=None):
+        for f, ts in enumerate(files):
+            for at in range(0, len(ts), batch):
+                got = np.array(ts[at : at + batch], np.int64)
+                seq = (f << SEQ_FILE_SHIFT) + at + np.arange(len(got), dtype=np.int64)
+                yield seq, got
+
+    here = arrivals_here(times, unit, n)
+    assert arrivals_here(times, unit, n + 1) is None  # (not the rows the footers count)
+    seqs = [(f << SEQ_FILE_SHIFT) + r for f, r, _ in flat]
+    if seqs:
+        df = spark.createDataFrame([(s,) for s in seqs], f"{SEQ} long").repartition(3)
+        got = {r[SEQ]: r["a"] for r in df.select(SEQ, here.numbers().alias("a")).collect()}
+        assert [got[s] for s in seqs] == list(range(1, n + 1))
+    u = unit if unit and unit > 1 else 1
+    want = {}
+    for a, (_, _, t) in enumerate(flat, 1):
+        p = bucket_number(1, max(n, 1), a)
+        want[p] = max(want.get(p, t - t % u), t - t % u)
+    assert {p: int(v) for p, v in enumerate(here.tops) if v != NONE} == want
+    # the search over _evt_seq, given as arrival numbers
+    reach = here.dense(lambda th: {(): np.array([seqs[i] if i >= 0 else -1 for i in th])})
+    picks = np.array([-1, *range(n)], np.int64)
+    assert reach(picks)[()].tolist() == [-1, *range(1, n + 1)]
 
 
 def test_kept_in_parts_reads_its_input_twice(spark):

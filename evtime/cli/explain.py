@@ -183,7 +183,9 @@ def _adjust_frame(df, spec, inp, own, sources, read, limits, shared):
         counted = shared.enter_context(shared_dir())  # (the kept rows per part)
         with contextlib.suppress(OverflowError):  # (times and range beyond int64 ns)
             good = read - run.rejected_count(inp)  # (arrivals 1..good: bad rows have none)
-            frame, step = engine.explain_in_parts(df, spec, sources, own, good, counted, limits)
+            frame, step = engine.explain_in_parts(
+                df, spec, sources, own, good, counted, limits, inp.as_read
+            )
             if inp.rejected is not None:  # the bad rows bring their explain columns: here
                 made = step.schema(frame.schema).fields  # they are null, made by the step
                 nulls = {f.name: F.lit(None).cast(f.dataType) for f in made}

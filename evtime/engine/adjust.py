@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from evtime.engine import present
+from evtime.engine.running import NONE
 from evtime.engine.scan import (
     AFTER_PARTS,
     PROBE,
@@ -28,6 +29,7 @@ from evtime.engine.scan import (
     Ranges,
     apply_in_parts,
     arrival_numbers,
+    arrivals_here,
     bucket_number,
     bucketer,
     first_above,
@@ -240,6 +242,7 @@ def explain_in_parts(
     arrivals: int,
     counts: str,
     limits: tuple[int, int] | None = None,
+    as_read: AsRead | None = None,
 ) -> tuple[DataFrame, ExplainInPart]:
     """:func:`explain` without a prefix scan, for ``arrivals`` rows: returns them in
     arrival order, as numbered parts with probe rows, and the step that makes each whole
@@ -260,22 +263,36 @@ def explain_in_parts(
       part of arrivals starts from a probe row (arrival 0) with the maximum of the parts
       before it (a small aggregate), and the step takes the running maximum over the part.
 
+    ``as_read``: when it can read the times here (no keys), the arrival numbers, the
+    search's carry and the reference times the parts of arrivals start from come from one
+    pass over them (:func:`~evtime.engine.scan.arrivals_here`), not from Spark jobs.
+
     Raises OverflowError when bounds or search values leave the int64 range."""
     shown = dict(own)
     keys = tuple(shown[k] for k in spec.keys)
+    here = None
+    if as_read is not None and as_read.times is not None and not keys:
+        here = arrivals_here(as_read.times, spec.unit_ns, arrivals)
     # (from here on rows are known by their arrival number: no SEQ through the shuffles)
-    rows = arrival_numbers(df, ARRIVAL).drop(CHUNK, SEQ).withColumn(EVT, _evtime(spec))
+    rows = df.withColumn(ARRIVAL, here.numbers()) if here else arrival_numbers(df, ARRIVAL)
+    rows = rows.drop(CHUNK, SEQ).withColumn(EVT, _evtime(spec))
     rows = rows.withColumnsRenamed({c: s for c, s in own if c != s})
     lims = limits or value_limits(rows, EVT)
     if lims[0] is not None and lims[0] - spec.width < -(1 << 63):
         raise OverflowError(f"{EVT} - {spec.width} leaves the int64 range")
-    parts, search = kept_in_parts(rows, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK)
+    reach = here.dense(reach_from(as_read.times, spec.unit_ns)) if here else None
+    parts, search = kept_in_parts(
+        rows, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK, reach=reach
+    )
     found = apply_in_parts(parts, CountedInPart(search, counts))
     # parts of arrivals, each led by the reference time per key the parts before leave
     in_arrivals = bucketer(1, max(arrivals, 1))(F.col(ARRIVAL))
     found = found.withColumns({VPART: F.col(PART), PART: in_arrivals, PROBE: F.lit(False)})
-    top = rows.groupBy(*keys, in_arrivals.alias(PART)).agg(F.max(EVT).alias("_top"))
-    carry = running(top, keys, PART, {EVT: ("max", "_top")}).where(F.col(EVT).isNotNull())
+    if here:
+        carry = _tops_before(rows.sparkSession, here.tops)
+    else:
+        top = rows.groupBy(*keys, in_arrivals.alias(PART)).agg(F.max(EVT).alias("_top"))
+        carry = running(top, keys, PART, {EVT: ("max", "_top")}).where(F.col(EVT).isNotNull())
     carry = carry.select(
         *keys, EVT, PART, F.lit(0).cast("long").alias(ARRIVAL), F.lit(True).alias(PROBE)
     )
@@ -288,6 +305,22 @@ def explain_in_parts(
     ranges = Ranges(n, bucket_number(1, last, last))
     step = ExplainInPart(spec, tuple(sources), keys, counts, arrivals, ranges)
     return in_ranges(rows, ranges).sortWithinPartitions(PART, ARRIVAL), step
+
+
+def _tops_before(spark, tops: np.ndarray) -> DataFrame:
+    """``(EVT, PART)``: per part of arrivals that has rows (its ``tops`` entry is not
+    :data:`~evtime.engine.running.NONE`), the greatest evtime of the parts before it, where
+    there is one (as ``running`` over the per-part maxima, from the times read here)."""
+    from pyspark.sql.types import LongType, StructField
+
+    before = np.r_[NONE, np.maximum.accumulate(tops)[:-1]]
+    rows = [
+        (int(b), p)
+        for p, (t, b) in enumerate(zip(tops, before, strict=True))
+        if t != NONE and b != NONE
+    ]
+    schema = StructType([StructField(EVT, LongType()), StructField(PART, LongType())])
+    return spark.createDataFrame(rows, schema)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.util import PythonEvalType
 
 from evtime.engine.running import NONE, RunningFromGroups, RunningInRuns
-from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ
+from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ, SEQ_FILE_SHIFT
 
 UNBOUNDED = Window.unboundedPreceding
 BUCKET_BITS = 10  # up to 1024 value buckets for searches and output positions
@@ -222,6 +222,65 @@ def reach_from(times: Times, unit: int | None, keys: Sequence[int] = ()) -> Reac
         return {k: first_reaching(lambda f=f: times(f), at) for k, f in files.items()}
 
     return reach
+
+
+@dataclass(frozen=True)
+class ArrivalsHere:
+    """What one pass over the times read here (:attr:`AsRead.times`) tells of the dense
+    arrival numbers 1..n (:func:`arrivals_here`): ``before``, per input file (by its
+    index), the arrivals of the files before it; ``tops``, per part of the arrivals
+    (:func:`bucketer` over 1..n), the greatest time floored to the unit (:data:`NONE`:
+    none)."""
+
+    before: np.ndarray
+    tops: np.ndarray
+
+    def numbers(self) -> Column:
+        """Each row's arrival number, from its ``_evt_seq``: no Spark job (as
+        :func:`arrival_numbers` needs to count the rows per chunk)."""
+        offsets = F.array(*[F.lit(int(b)) for b in self.before])
+        file = F.shiftright(F.col(SEQ), SEQ_FILE_SHIFT)
+        row = F.col(SEQ).bitwiseAND(F.lit((1 << SEQ_FILE_SHIFT) - 1))
+        return F.element_at(offsets, file.cast("int") + 1) + row + 1
+
+    def dense(self, reach: Reach) -> Reach:
+        """``reach`` (:func:`reach_from`) giving arrival numbers, not ``_evt_seq`` values."""
+        mask = (1 << SEQ_FILE_SHIFT) - 1
+
+        def numbered(thresholds: np.ndarray) -> dict[tuple, np.ndarray]:
+            out = {}
+            for key, seq in reach(thresholds).items():
+                at = self.before[np.maximum(seq, 0) >> SEQ_FILE_SHIFT] + (seq & mask) + 1
+                out[key] = np.where(seq >= 0, at, -1)
+            return out
+
+        return numbered
+
+
+def arrivals_here(times: Times, unit: int | None, arrivals: int) -> ArrivalsHere | None:
+    """:class:`ArrivalsHere` of ``arrivals`` rows, from one pass over their times read here
+    (None when the pass does not find that many rows)."""
+    last = max(arrivals, 1)
+    shift = max(0, (last - 1).bit_length() - BUCKET_BITS)  # (as bucketer(1, last))
+    tops = np.full(AFTER_PARTS, NONE, np.int64)
+    rows: dict[int, int] = {}
+    n = 0
+    for seq, t in times():
+        if not len(t):
+            continue
+        file = int(seq[0]) >> SEQ_FILE_SHIFT  # (a batch is of one file)
+        rows[file] = rows.get(file, 0) + len(t)
+        part = np.minimum(np.arange(n, n + len(t), dtype=np.int64) >> shift, AFTER_PARTS - 1)
+        starts = np.flatnonzero(np.r_[True, part[1:] != part[:-1]])
+        floored = t if not unit or unit <= 1 else np.where(t == NONE, NONE, t - np.mod(t, unit))
+        np.maximum.at(tops, part[starts], np.maximum.reduceat(floored, starts))
+        n += len(t)
+    if n != arrivals:
+        return None
+    counts = np.zeros(max(rows, default=-1) + 1, np.int64)
+    for file, k in rows.items():
+        counts[file] = k
+    return ArrivalsHere(np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64), tops)
 
 
 def _part(bucket: Callable[[Column], Column], lead: str) -> Column:
