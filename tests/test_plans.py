@@ -214,18 +214,20 @@ def test_the_plan_check_sees_a_single_partition_window(spark):
 
 
 @pytest.mark.parametrize("keyed", [False, True])
-def test_explain_adjust_reads_local_parquet_once_without_keys(
+def test_explain_adjust_needs_no_aggregate_of_local_parquet_without_keys(
     keyed, inputs, plans, run_cli, tmp_path
 ):
     """Without keys, on local Parquet, explain adjust numbers the arrivals and finds the
     search's carry and the reference times its parts start from in the times read here:
-    its plan scans the input once.  With a key those come from aggregates over the input
-    in Spark, each a scan of its own."""
+    its plan reads the input twice, the time column for the search and the whole rows for
+    the output, and aggregates nothing.  With a key those come from aggregates over the
+    input in Spark, each a scan of its own."""
     key = ["--key", "key"] if keyed else []
     out = tmp_path / "out.csv"
     args = ["explain", "adjust", "--unit", "msec", "--range", "999", *key, inputs["one"]]
     res = run_cli(*args, "--format", "csv", "-o", out, "-q")
     assert res.exit_code == 0, res.stderr
-    scans = [sum(n.strip() == "Scan parquet" for _, n, _ in _tree(p)) for p in plans]
-    assert len(scans) == 1
-    assert scans[0] > 1 if keyed else scans[0] == 1, scans
+    (plan,) = plans
+    nodes = [n.strip() for _, n, _ in _tree(plan)]
+    scans, aggregates = nodes.count("Scan parquet"), sum("Aggregate" in n for n in nodes)
+    assert (scans > 2 and aggregates) if keyed else (scans, aggregates) == (2, 0), nodes

@@ -484,6 +484,48 @@ def test_kept_before_counts_every_part_or_says_where(tmp_path):
         kept_before(str(tmp_path), 10)
 
 
+def test_search_results_go_to_their_parts_of_arrivals_whole(tmp_path):
+    """explain adjust's search sends its results per part of arrivals, packed: every row of
+    a part of arrivals gets the least arrival above it, its place among its output part's
+    kept rows and that part; a row without results stops the run (no row is lost)."""
+    import pyarrow as pa
+
+    from evtime.engine.adjust import (
+        ARRIVAL,
+        BLOB,
+        VPART,
+        CountedInPart,
+        ExplainInPart,
+        ResultsInPart,
+    )
+    from evtime.engine.scan import PROBE
+
+    # one part of the output (part 5): arrivals 1..6 by value, a probe of a later part
+    part = pa.table(
+        {
+            "v": [10, 20, 30, 40, 50, 60, 99],
+            ARRIVAL: [4, 2, 6, 1, 3, 5, 7],
+            PART: [5] * 7,
+            PROBE: [False] * 6 + [True],
+        }
+    )
+    search = KeptInPart("v", ARRIVAL, 15, "keep", least="rel", rank="rank")
+    step = ResultsInPart(CountedInPart(search, str(tmp_path)), last=6)  # (a part per row)
+    (got,) = step(part)
+    assert (tmp_path / "kept-000005").read_text() == "3 6\n"  # (kept, rows: counted)
+    assert got.column(PART).to_pylist() == [0, 1, 2, 3, 4, 5]  # (arrival 1..6: parts 0..5)
+    assert set(got.column(VPART).to_pylist()) == {5}
+    # the rows of arrival parts 2 and 3 (arrivals 3 and 4), as one part of arrivals
+    results = got.filter(pa.array([p in (2, 3) for p in got.column(PART).to_pylist()]))
+    least, rank, vpart = ExplainInPart.found(np.array([3, 4]), results)
+    # arrival 3 (50): kept (arrivals 1, 3 and 5), 2nd in value order, the probe's arrival 7
+    # (99) the first above 65; arrival 4 (10): arrival 1 (40) is above 25 and earlier
+    assert least.tolist() == [7, 1] and rank.tolist() == [2, 0] and vpart.tolist() == [5, 5]
+    with pytest.raises(Exception, match="internal error: 2 search results for 3 rows"):
+        ExplainInPart.found(np.array([3, 4, 5]), results)
+    assert BLOB in got.schema.names
+
+
 def test_int64_arrays_to_numpy_and_back_without_pandas():
     """The streamed scans' conversions: nulls, slices (offsets) and narrower integers; and
     the module the Python workers import for them brings in neither pandas nor pyspark.sql

@@ -23,6 +23,7 @@ from evtime.engine import present
 from evtime.engine.running import NONE
 from evtime.engine.scan import (
     AFTER_PARTS,
+    BUCKET_BITS,
     PROBE,
     AsRead,
     KeptInPart,
@@ -281,13 +282,18 @@ def explain_in_parts(
     if lims[0] is not None and lims[0] - spec.width < -(1 << 63):
         raise OverflowError(f"{EVT} - {spec.width} leaves the int64 range")
     reach = here.dense(reach_from(as_read.times, spec.unit_ns)) if here else None
+    narrow = rows.select(*keys, EVT, ARRIVAL)
     parts, search = kept_in_parts(
-        rows, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK, reach=reach
+        narrow, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK, reach=reach
     )
-    found = apply_in_parts(parts, CountedInPart(search, counts))
+    # the search's results, a few rows per part of the output: one per part of arrivals
+    # that has rows there, with their numbers packed (the rows themselves are not in the
+    # search, which then moves only the columns it reads)
+    last = max(arrivals, 1)
+    found = apply_in_parts(parts, ResultsInPart(CountedInPart(search, counts), last))
     # parts of arrivals, each led by the reference time per key the parts before leave
-    in_arrivals = bucketer(1, max(arrivals, 1))(F.col(ARRIVAL))
-    found = found.withColumns({VPART: F.col(PART), PART: in_arrivals, PROBE: F.lit(False)})
+    in_arrivals = bucketer(1, last)(F.col(ARRIVAL))
+    whole = rows.withColumns({PART: in_arrivals, PROBE: F.lit(False)})
     if here:
         carry = _tops_before(rows.sparkSession, here.tops)
     else:
@@ -296,12 +302,13 @@ def explain_in_parts(
     carry = carry.select(
         *keys, EVT, PART, F.lit(0).cast("long").alias(ARRIVAL), F.lit(True).alias(PROBE)
     )
-    rows = found.unionByName(carry, allowMissingColumns=True)
+    found = found.withColumns({ARRIVAL: F.lit(0).cast("long"), PROBE: F.lit(True)})
+    rows = whole.unionByName(carry, allowMissingColumns=True)
+    rows = rows.unionByName(found, allowMissingColumns=True)
     # the parts of arrivals in runs, one per Spark partition, in order: each run can be
     # added to the output as soon as its task is done (arrival numbers are dense: the
     # runs are even)
     n = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    last = max(arrivals, 1)
     ranges = Ranges(n, bucket_number(1, last, last))
     step = ExplainInPart(spec, tuple(sources), keys, counts, arrivals, ranges)
     return in_ranges(rows, ranges).sortWithinPartitions(PART, ARRIVAL), step
@@ -356,6 +363,69 @@ class CountedInPart:
         os.replace(tmp, path)
 
 
+BLOB = "_evt_blob"  # explain: the search's results for rows of one part of arrivals
+
+
+@dataclass(frozen=True)
+class ResultsInPart:
+    """The rows :class:`CountedInPart` yields for one part of the output, sent on as one
+    row per part of the arrivals ``1..last`` (:func:`~evtime.engine.scan.bucketer`) that
+    has rows there: ``PART`` that part of arrivals, :data:`VPART` this part of the output,
+    :data:`BLOB` their arrival numbers, the least arrival above each (-1: none) and each
+    one's place among the part's kept rows (0: not kept), as three int64 arrays, one after
+    the other (:func:`results_of`)."""
+
+    counted: CountedInPart
+    last: int
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.counted.columns
+
+    def schema(self, schema: StructType) -> StructType:
+        from pyspark.sql.types import BinaryType, LongType, StructField
+
+        fields = [(PART, LongType()), (VPART, LongType()), (BLOB, BinaryType())]
+        return StructType([StructField(c, t) for c, t in fields])
+
+    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
+        search = self.counted.search
+        here = part.column(PART)[0].as_py()
+        got = [
+            (
+                b.column(ARRIVAL).to_numpy(),
+                b.column(search.least).fill_null(-1).to_numpy(),
+                b.column(search.rank).fill_null(0).to_numpy(),
+            )
+            for b in self.counted(part)
+        ]
+        if not got or not sum(len(a) for a, _, _ in got):
+            return
+        arrival, least, rank = (np.concatenate(c) for c in zip(*got, strict=True))
+        shift = max(0, (self.last - 1).bit_length() - BUCKET_BITS)  # (as bucketer(1, last))
+        to = np.minimum(np.maximum(arrival - 1, 0) >> shift, AFTER_PARTS - 1)
+        order = np.argsort(to, kind="stable")
+        to, packed = to[order], np.stack([arrival[order], least[order], rank[order]])
+        cuts = np.flatnonzero(np.r_[True, to[1:] != to[:-1], True])
+        blobs = [packed[:, a:b].tobytes() for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        yield pa.RecordBatch.from_pydict(
+            {PART: to[cuts[:-1]], VPART: np.full(len(blobs), here, np.int64), BLOB: blobs},
+            schema=pa.schema([(PART, pa.int64()), (VPART, pa.int64()), (BLOB, pa.binary())]),
+        )
+
+
+def results_of(blobs: pa.Array, parts: pa.Array) -> tuple[np.ndarray, ...]:
+    """The arrays of :class:`ResultsInPart`'s rows (their :data:`BLOB` and :data:`VPART`):
+    arrival numbers, least arrivals above (-1: none), places among their part's kept rows
+    (0: not kept) and their parts of the output, for every row they tell of."""
+    got = [np.frombuffer(b, np.int64).reshape(3, -1) for b in blobs.to_pylist()]
+    if not got:
+        return tuple(np.zeros(0, np.int64) for _ in range(4))
+    arrival, least, rank = np.concatenate(got, axis=1)
+    sizes = [g.shape[1] for g in got]
+    return arrival, least, rank, np.repeat(parts.to_numpy(), sizes)
+
+
 def kept_before(counts: str, arrivals: int) -> np.ndarray:
     """Per part of the output (0..1023), the kept rows of the parts before it, from the
     files :class:`CountedInPart` left in ``counts``; they must account for every one of
@@ -400,7 +470,7 @@ class ExplainInPart:
     arrivals: int
     ranges: Ranges | None = None  # how its parts are laid out in Spark partitions
 
-    READS = (EVT, T, FILE, ARRIVAL, KEEP, REL, RANK, VPART, PROBE)
+    READS = (EVT, T, FILE, ARRIVAL, VPART, PROBE, BLOB)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -437,25 +507,51 @@ class ExplainInPart:
         found[order] = ~first
         return ref, found
 
-    def positions(self, rows: pa.Table, keep: np.ndarray) -> pa.Array:
+    def positions(self, vpart: np.ndarray, rank: np.ndarray, keep: np.ndarray) -> pa.Array:
         """The kept rows' 1-based output positions (null for the others)."""
         if self.counts not in _KEPT_BEFORE:  # (a worker lives on: only this run's)
             _KEPT_BEFORE.clear()
             _KEPT_BEFORE[self.counts] = kept_before(self.counts, self.arrivals)
-        before = _KEPT_BEFORE[self.counts][rows.column(VPART).to_numpy()]
-        rank = rows.column(RANK).fill_null(0).to_numpy()
-        return pa.array(before + rank, mask=~keep)
+        return pa.array(_KEPT_BEFORE[self.counts][vpart] + rank, mask=~keep)
+
+    @staticmethod
+    def found(arrival: np.ndarray, results: pa.Table) -> tuple[np.ndarray, ...]:
+        """Per row of a part of arrivals (``arrival``: dense, ascending), from the search's
+        ``results`` (:class:`ResultsInPart` rows): the least arrival above it (-1: none),
+        its place among its output part's kept rows (0: not kept) and that part."""
+        from evtime.errors import OutputError, in_task
+
+        a, least, rank, vpart = results_of(results.column(BLOB), results.column(VPART))
+        at = a - (arrival[0] if len(arrival) else 0)
+        seen = np.zeros(len(arrival), bool)
+        if len(at) == len(arrival) and (not len(at) or 0 <= at.min() <= at.max() < len(at)):
+            seen[at] = True
+        if not seen.all():  # (every row is in exactly one part of the output)
+            raise in_task(
+                OutputError(
+                    f"internal error: {len(at)} search results for "
+                    f"{len(arrival)} rows from arrival {arrival[:1]}"
+                )
+            )
+        out = [np.empty(len(at), np.int64) for _ in range(3)]
+        for o, v in zip(out, (least, rank, vpart), strict=True):
+            o[at] = v
+        return tuple(out)
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
         from evtime.io.timeparse import format_ns
         from evtime.io.writer import ROUTE
 
+        packed = part.column(BLOB).is_valid()
+        results = part.filter(packed)
+        part = part.filter(pc.invert(packed))
         before, known = self.ref_before(part)
         real = ~part.column(PROBE).to_numpy(zero_copy_only=False)
         rows = part.filter(pa.array(real))
         before, known = before[real], known[real]
         evt = rows.column(EVT).to_numpy()
-        keep = rows.column(KEEP).to_numpy(zero_copy_only=False)
+        least, rank, vpart = self.found(rows.column(ARRIVAL).to_numpy(), results)
+        keep = rank > 0
         ref = np.where(known, np.maximum(before, evt), evt)
         late = np.flatnonzero(~keep)
         reason = pa.nulls(len(evt), pa.string())
@@ -470,7 +566,7 @@ class ExplainInPart:
             )
             reason = pc.replace_with_mask(reason, pa.array(~keep), words)
         kept = pa.array(keep)
-        rel = pc.fill_null(pc.cast(rows.column(REL), pa.string()), "end")
+        rel = pc.fill_null(pc.cast(pa.array(least, mask=least < 0), pa.string()), "end")
         made = {
             "arrival": rows.column(ARRIVAL),
             "source": pa.array(self.sources, pa.string()).take(rows.column(FILE)),
@@ -480,7 +576,7 @@ class ExplainInPart:
             "bound": pa.array(ref - self.spec.width),
             "ref": pa.array(ref),
             "released_by": pc.if_else(kept, rel, pa.scalar(None, pa.string())),
-            "output_pos": self.positions(rows, keep),
+            "output_pos": self.positions(vpart, rank, keep),
             "windows": pa.nulls(len(evt), pa.string()),
             "reason": reason,
             ROUTE: pc.if_else(kept, "out", "discard"),
