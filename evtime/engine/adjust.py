@@ -20,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from evtime.engine import present
-from evtime.engine.running import NONE
+from evtime.engine.running import NONE, values_of
 from evtime.engine.scan import (
     AFTER_PARTS,
     BUCKET_BITS,
@@ -493,7 +493,7 @@ class ExplainInPart:
     def ref_before(self, part: pa.Table) -> tuple[np.ndarray, np.ndarray]:
         """Per row: the max evtime of the key's earlier arrivals (the part's probe rows
         carry the parts before it), and whether there is one."""
-        evt = part.column(EVT).to_numpy()
+        evt = values_of(part.column(EVT))
         order, key = key_numbers(part, self.keys)
         if order is None:
             order, key = np.arange(len(evt)), np.zeros(len(evt), np.int64)
@@ -546,11 +546,11 @@ class ExplainInPart:
         results = part.filter(packed)
         part = part.filter(pc.invert(packed))
         before, known = self.ref_before(part)
-        real = ~part.column(PROBE).to_numpy(zero_copy_only=False)
+        real = ~values_of(part.column(PROBE))
         rows = part.filter(pa.array(real))
         before, known = before[real], known[real]
-        evt = rows.column(EVT).to_numpy()
-        least, rank, vpart = self.found(rows.column(ARRIVAL).to_numpy(), results)
+        evt = values_of(rows.column(EVT))
+        least, rank, vpart = self.found(values_of(rows.column(ARRIVAL)), results)
         keep = rank > 0
         ref = np.where(known, np.maximum(before, evt), evt)
         late = np.flatnonzero(~keep)

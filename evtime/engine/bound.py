@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from evtime.engine import adjust, present, udaf
+from evtime.engine.running import values_of
 from evtime.engine.scan import (
     AsRead,
     arrival_numbers,
@@ -356,9 +357,9 @@ def close(
         columns = w.columns
 
         def closed_in_key(both: pa.Table) -> pa.Table:  # one key's windows (with WS), points
-            window = both.column(WS).is_valid().to_numpy(zero_copy_only=False)
-            v = both.column("_v").to_numpy()
-            a = both.column("_a").fill_null(0).to_numpy()
+            window = values_of(both.column(WS).is_valid())
+            v = values_of(both.column("_v"))
+            a = values_of(both.column("_a").fill_null(0))
             closed = closing_arrivals(v[~window], a[~window], v[window])
             rows = both.filter(pa.array(window)).select(columns)
             return rows.append_column(CLOSED, pa.array(closed, mask=closed < 0))

@@ -57,6 +57,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from evtime.engine import present
+from evtime.engine.running import values_of
 from evtime.engine.scan import (
     UNBOUNDED,
     AsRead,
@@ -256,12 +257,12 @@ def definitive(
         left = left.select([f.name for f in keep]).sort_by(SEQ)
         cur = np.array(start, np.int64)
         if right is not None and right.num_rows:
-            at = right.column(SRC).to_numpy()
-            cur[at] = np.maximum(cur[at], right.column("_carry").to_numpy())
-        seq = left.column(SEQ).to_numpy()
-        src = left.column(SRC).to_numpy()
-        con = left.column(contrib).fill_null(NEG).to_numpy()
-        lag = left.column(LAG).fill_null(NEG).to_numpy()
+            at = values_of(right.column(SRC))
+            cur[at] = np.maximum(cur[at], values_of(right.column("_carry")))
+        seq = values_of(left.column(SEQ))
+        src = values_of(left.column(SRC))
+        con = values_of(left.column(contrib).fill_null(NEG))
+        lag = values_of(left.column(LAG).fill_null(NEG))
         f_arr, l_arr = np.array(first, np.int64), np.array(last, np.int64)
         m = len(seq)
         d, arg, own = np.empty(m, np.int64), np.empty(m, np.int32), np.empty(m, np.int64)

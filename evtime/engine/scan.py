@@ -36,7 +36,7 @@ from pyspark.sql.functions import arrow_udf
 from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.util import PythonEvalType
 
-from evtime.engine.running import NONE, RunningFromGroups, RunningInRuns
+from evtime.engine.running import NONE, RunningFromGroups, RunningInRuns, values_of
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ, SEQ_FILE_SHIFT
 
 UNBOUNDED = Window.unboundedPreceding
@@ -675,7 +675,7 @@ class KeptInPart:
         return ~found | (least > arrival), least, found
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
-        lead, arrival = (part.column(c).to_numpy() for c in (self.lead, self.arrival))
+        lead, arrival = (values_of(part.column(c)) for c in (self.lead, self.arrival))
         order, key = key_numbers(part, self.by)
         if order is None:
             kept, least, found = self.search(lead, arrival)
@@ -683,7 +683,7 @@ class KeptInPart:
             kept, found = np.empty(len(order), bool), np.empty(len(order), bool)
             least = np.empty(len(order), np.int64)
             kept[order], least[order], found[order] = self.search(lead[order], arrival[order], key)
-        real = ~part.column(PROBE).to_numpy(zero_copy_only=False)
+        real = ~values_of(part.column(PROBE))
         rank = np.cumsum(kept & real) if self.rank else None
         start = 0
         for b in part.to_batches():
@@ -873,7 +873,7 @@ class FilledInPart:
         is_fill = pc.fill_null(part.column(FILL), False)
         fills = part.select([self.search.arrival, *self.values]).filter(is_fill)
         values = {c: fills.column(c).combine_chunks() for c in self.values}
-        at = fills.column(self.search.arrival).to_numpy()
+        at = values_of(fills.column(self.search.arrival))
         order = np.argsort(at, kind="stable")
         at = at[order]
         used = 0
