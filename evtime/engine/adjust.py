@@ -256,10 +256,12 @@ def explain_in_parts(
     * The search of :func:`~evtime.engine.scan.kept_in_parts`, in the output's parts,
       gives each row the least arrival above its evtime + range*unit: the row is kept when
       there is none or it comes later (then it is the arrival that releases it), and the
-      kept rows' places in their part.  Each part's kept rows are counted
-      (:class:`CountedInPart`); the rows go on, in the same job, into parts of arrivals,
-      whose tasks start once every part is counted and add the count of the parts before
-      to the places: the output positions.
+      kept rows' places in their part.  It reads only the keys, evtime and arrival
+      numbers.  Each part's kept rows are counted (:class:`CountedInPart`); the results
+      go on, in the same job, packed (:class:`ResultsInPart`), to the parts of arrivals,
+      where the whole rows, read again, meet them.  Those tasks start once every part is
+      counted, and add the count of the parts before to the places: the output
+      positions.
     * The reference time is the running maximum of evtime over the key's arrivals: each
       part of arrivals starts from a probe row (arrival 0) with the maximum of the parts
       before it (a small aggregate), and the step takes the running maximum over the part.
@@ -414,7 +416,9 @@ class ResultsInPart:
         )
 
 
-def results_of(blobs: pa.Array, parts: pa.Array) -> tuple[np.ndarray, ...]:
+def results_of(
+    blobs: pa.Array | pa.ChunkedArray, parts: pa.Array | pa.ChunkedArray
+) -> tuple[np.ndarray, ...]:
     """The arrays of :class:`ResultsInPart`'s rows (their :data:`BLOB` and :data:`VPART`):
     arrival numbers, least arrivals above (-1: none), places among their part's kept rows
     (0: not kept) and their parts of the output, for every row they tell of."""
@@ -423,7 +427,7 @@ def results_of(blobs: pa.Array, parts: pa.Array) -> tuple[np.ndarray, ...]:
         return tuple(np.zeros(0, np.int64) for _ in range(4))
     arrival, least, rank = np.concatenate(got, axis=1)
     sizes = [g.shape[1] for g in got]
-    return arrival, least, rank, np.repeat(parts.to_numpy(), sizes)
+    return arrival, least, rank, np.repeat(values_of(parts), sizes)
 
 
 def kept_before(counts: str, arrivals: int) -> np.ndarray:
@@ -529,8 +533,8 @@ class ExplainInPart:
         if not seen.all():  # (every row is in exactly one part of the output)
             raise in_task(
                 OutputError(
-                    f"internal error: {len(at)} search results for "
-                    f"{len(arrival)} rows from arrival {arrival[:1]}"
+                    f"internal error: {len(at)} search results for {len(arrival)} rows "
+                    f"from arrival {int(arrival[0]) if len(arrival) else None}"
                 )
             )
         out = [np.empty(len(at), np.int64) for _ in range(3)]
