@@ -24,7 +24,6 @@ from evtime.engine.running import NONE, values_of
 from evtime.engine.scan import (
     AFTER_PARTS,
     BUCKET_BITS,
-    PROBE,
     AsRead,
     KeptInPart,
     Ranges,
@@ -54,7 +53,6 @@ EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
 REF, ARRIVAL = "_evt_ref", "_evt_arrival"  # a key's reference time; a global arrival number
 CARRIED = -(1 << 62)  # _evt_seq of a row carried from an earlier run: CARRIED + its arrival
 REL, RANK = "_evt_rel", "_evt_rank"  # explain: released by, place among its part's kept rows
-VPART = "_evt_vpart"  # explain: the row's part of the output (by evtime)
 
 
 @dataclass(frozen=True)
@@ -295,16 +293,16 @@ def explain_in_parts(
     found = apply_in_parts(parts, ResultsInPart(CountedInPart(search, counts), last))
     # parts of arrivals, each led by the reference time per key the parts before leave
     in_arrivals = bucketer(1, last)(F.col(ARRIVAL))
-    whole = rows.withColumns({PART: in_arrivals, PROBE: F.lit(False)})
+    # (evtime is made again from the time where it is shown: one column less to move)
+    whole = rows.drop(EVT).withColumn(PART, in_arrivals)
     if here:
         carry = _tops_before(rows.sparkSession, here.tops)
     else:
         top = rows.groupBy(*keys, in_arrivals.alias(PART)).agg(F.max(EVT).alias("_top"))
         carry = running(top, keys, PART, {EVT: ("max", "_top")}).where(F.col(EVT).isNotNull())
-    carry = carry.select(
-        *keys, EVT, PART, F.lit(0).cast("long").alias(ARRIVAL), F.lit(True).alias(PROBE)
-    )
-    found = found.withColumns({ARRIVAL: F.lit(0).cast("long"), PROBE: F.lit(True)})
+    # (the carried reference time as a time: an evtime is its own evtime)
+    carry = carry.select(*keys, F.col(EVT).alias(T), PART, F.lit(0).cast("long").alias(ARRIVAL))
+    found = found.withColumn(ARRIVAL, F.lit(0).cast("long"))
     rows = whole.unionByName(carry, allowMissingColumns=True)
     rows = rows.unionByName(found, allowMissingColumns=True)
     # the parts of arrivals in runs, one per Spark partition, in order: each run can be
@@ -372,10 +370,10 @@ BLOB = "_evt_blob"  # explain: the search's results for rows of one part of arri
 class ResultsInPart:
     """The rows :class:`CountedInPart` yields for one part of the output, sent on as one
     row per part of the arrivals ``1..last`` (:func:`~evtime.engine.scan.bucketer`) that
-    has rows there: ``PART`` that part of arrivals, :data:`VPART` this part of the output,
-    :data:`BLOB` their arrival numbers, the least arrival above each (-1: none) and each
-    one's place among the part's kept rows (0: not kept), as three int64 arrays, one after
-    the other (:func:`results_of`)."""
+    has rows there: ``PART`` that part of arrivals and :data:`BLOB` this part of the output,
+    then their arrival numbers, the least arrival above each (-1: none) and each one's
+    place among the part's kept rows (0: not kept), as int64 numbers and three arrays
+    (:func:`results_of`)."""
 
     counted: CountedInPart
     last: int
@@ -387,8 +385,7 @@ class ResultsInPart:
     def schema(self, schema: StructType) -> StructType:
         from pyspark.sql.types import BinaryType, LongType, StructField
 
-        fields = [(PART, LongType()), (VPART, LongType()), (BLOB, BinaryType())]
-        return StructType([StructField(c, t) for c, t in fields])
+        return StructType([StructField(PART, LongType()), StructField(BLOB, BinaryType())])
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
         search = self.counted.search
@@ -409,25 +406,24 @@ class ResultsInPart:
         order = np.argsort(to, kind="stable")
         to, packed = to[order], np.stack([arrival[order], least[order], rank[order]])
         cuts = np.flatnonzero(np.r_[True, to[1:] != to[:-1], True])
-        blobs = [packed[:, a:b].tobytes() for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+        head = np.int64(here).tobytes()
+        blobs = [head + packed[:, a:b].tobytes() for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
         yield pa.RecordBatch.from_pydict(
-            {PART: to[cuts[:-1]], VPART: np.full(len(blobs), here, np.int64), BLOB: blobs},
-            schema=pa.schema([(PART, pa.int64()), (VPART, pa.int64()), (BLOB, pa.binary())]),
+            {PART: to[cuts[:-1]], BLOB: blobs},
+            schema=pa.schema([(PART, pa.int64()), (BLOB, pa.binary())]),
         )
 
 
-def results_of(
-    blobs: pa.Array | pa.ChunkedArray, parts: pa.Array | pa.ChunkedArray
-) -> tuple[np.ndarray, ...]:
-    """The arrays of :class:`ResultsInPart`'s rows (their :data:`BLOB` and :data:`VPART`):
-    arrival numbers, least arrivals above (-1: none), places among their part's kept rows
-    (0: not kept) and their parts of the output, for every row they tell of."""
-    got = [np.frombuffer(b, np.int64).reshape(3, -1) for b in blobs.to_pylist()]
-    if not got:
+def results_of(blobs: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, ...]:
+    """The arrays of :class:`ResultsInPart`'s rows (their :data:`BLOB`): arrival numbers,
+    least arrivals above (-1: none), places among their part's kept rows (0: not kept) and
+    their parts of the output, for every row they tell of."""
+    numbers = [np.frombuffer(b, np.int64) for b in blobs.to_pylist()]
+    if not numbers:
         return tuple(np.zeros(0, np.int64) for _ in range(4))
-    arrival, least, rank = np.concatenate(got, axis=1)
-    sizes = [g.shape[1] for g in got]
-    return arrival, least, rank, np.repeat(values_of(parts), sizes)
+    arrival, least, rank = np.concatenate([x[1:].reshape(3, -1) for x in numbers], axis=1)
+    sizes = [(len(x) - 1) // 3 for x in numbers]
+    return arrival, least, rank, np.repeat([x[0] for x in numbers], sizes).astype(np.int64)
 
 
 def kept_before(counts: str, arrivals: int) -> np.ndarray:
@@ -474,7 +470,7 @@ class ExplainInPart:
     arrivals: int
     ranges: Ranges | None = None  # how its parts are laid out in Spark partitions
 
-    READS = (EVT, T, FILE, ARRIVAL, VPART, PROBE, BLOB)
+    READS = (T, FILE, ARRIVAL, BLOB)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -494,10 +490,9 @@ class ExplainInPart:
         kept = [f for f in schema.fields if f.name not in gone]
         return StructType([*kept, *(StructField(c, t) for c, t in made.items())])
 
-    def ref_before(self, part: pa.Table) -> tuple[np.ndarray, np.ndarray]:
-        """Per row: the max evtime of the key's earlier arrivals (the part's probe rows
-        carry the parts before it), and whether there is one."""
-        evt = values_of(part.column(EVT))
+    def ref_before(self, part: pa.Table, evt: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: the max evtime (``evt``) of the key's earlier arrivals (the part's probe
+        rows carry the parts before it), and whether there is one."""
         order, key = key_numbers(part, self.keys)
         if order is None:
             order, key = np.arange(len(evt)), np.zeros(len(evt), np.int64)
@@ -525,7 +520,7 @@ class ExplainInPart:
         its place among its output part's kept rows (0: not kept) and that part."""
         from evtime.errors import OutputError, in_task
 
-        a, least, rank, vpart = results_of(results.column(BLOB), results.column(VPART))
+        a, least, rank, vpart = results_of(results.column(BLOB))
         at = a - (arrival[0] if len(arrival) else 0)
         seen = np.zeros(len(arrival), bool)
         if len(at) == len(arrival) and (not len(at) or 0 <= at.min() <= at.max() < len(at)):
@@ -549,11 +544,13 @@ class ExplainInPart:
         packed = part.column(BLOB).is_valid()
         results = part.filter(packed)
         part = part.filter(pc.invert(packed))
-        before, known = self.ref_before(part)
-        real = ~values_of(part.column(PROBE))
+        unit = self.spec.unit_ns
+        t = values_of(part.column(T))  # (a probe row's: the evtime it carries)
+        evt = t - np.mod(t, unit) if unit > 1 else t
+        before, known = self.ref_before(part, evt)
+        real = values_of(part.column(ARRIVAL)) > 0  # (probe rows: arrival 0)
         rows = part.filter(pa.array(real))
-        before, known = before[real], known[real]
-        evt = values_of(rows.column(EVT))
+        before, known, evt = before[real], known[real], evt[real]
         least, rank, vpart = self.found(values_of(rows.column(ARRIVAL)), results)
         keep = rank > 0
         ref = np.where(known, np.maximum(before, evt), evt)
@@ -575,7 +572,7 @@ class ExplainInPart:
             "arrival": rows.column(ARRIVAL),
             "source": pa.array(self.sources, pa.string()).take(rows.column(FILE)),
             "time": rows.column(T),
-            "evtime": rows.column(EVT),
+            "evtime": pa.array(evt),
             "decision": pc.if_else(kept, present.RELEASED, present.DISCARDED),
             "bound": pa.array(ref - self.spec.width),
             "ref": pa.array(ref),
