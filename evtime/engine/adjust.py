@@ -38,6 +38,7 @@ from evtime.engine.scan import (
     join_small,
     kept_in_parts,
     key_numbers,
+    local_frame,
     positions_in_parts,
     prefix_max,
     reach_from,
@@ -327,7 +328,7 @@ def _tops_before(spark, tops: np.ndarray) -> DataFrame:
         if t != NONE and b != NONE
     ]
     schema = StructType([StructField(EVT, LongType()), StructField(PART, LongType())])
-    return spark.createDataFrame(rows, schema)
+    return local_frame(spark, rows, schema)
 
 
 @dataclass(frozen=True)

@@ -588,7 +588,19 @@ def _carry_here(
     types = {f.name: f.dataType for f in df.schema}
     fields = [StructField(c, types[c]) for c in by]
     schema = StructType([*fields, StructField(PART, LongType()), StructField(arrival, LongType())])
-    return df.sparkSession.createDataFrame(rows, schema)
+    return local_frame(df.sparkSession, rows, schema)
+
+
+def local_frame(spark, rows: Sequence[tuple], schema: StructType) -> DataFrame:
+    """A small table made here as a DataFrame that Spark holds itself: from Arrow, a local
+    table scan.  (From a list of rows, Spark runs tasks in Python workers to unpickle it,
+    after the stage's other tasks: 0.5 s at the end of explain adjust's first stage.)"""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    arrow = to_arrow_schema(schema)
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(arrow)
+    arrays = [pa.array(list(c), f.type) for c, f in zip(columns, arrow, strict=True)]
+    return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=arrow), schema)
 
 
 def first_above_in_parts(
