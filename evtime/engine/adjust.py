@@ -23,7 +23,6 @@ from evtime.engine import present
 from evtime.engine.running import NONE, values_of
 from evtime.engine.scan import (
     AFTER_PARTS,
-    BUCKET_BITS,
     AsRead,
     KeptInPart,
     Ranges,
@@ -402,8 +401,7 @@ class ResultsInPart:
         if not got or not sum(len(a) for a, _, _ in got):
             return
         arrival, least, rank = (np.concatenate(c) for c in zip(*got, strict=True))
-        shift = max(0, (self.last - 1).bit_length() - BUCKET_BITS)  # (as bucketer(1, last))
-        to = np.minimum(np.maximum(arrival - 1, 0) >> shift, AFTER_PARTS - 1)
+        to = bucket_number(1, self.last, arrival)  # (its part of arrivals)
         order = np.argsort(to, kind="stable")
         to, packed = to[order], np.stack([arrival[order], least[order], rank[order]])
         cuts = np.flatnonzero(np.r_[True, to[1:] != to[:-1], True])

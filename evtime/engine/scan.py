@@ -162,10 +162,13 @@ def bucketer(lo: int | None, hi: int | None) -> Callable[[Column], Column]:
     return bucket
 
 
-def bucket_number(lo: int, hi: int, value: int) -> int:
-    """:func:`bucketer`'s bucket of ``value``, in Python (``lo`` and ``hi`` not None)."""
+def bucket_number(lo: int, hi: int, value: int | np.ndarray) -> int | np.ndarray:
+    """:func:`bucketer`'s bucket of ``value`` (an int, or each of an int64 array), here
+    (``lo`` and ``hi`` not None)."""
     shift = max(0, (hi - lo).bit_length() - BUCKET_BITS)
     top = (1 << BUCKET_BITS) - 1
+    if isinstance(value, np.ndarray):
+        return np.where(value <= lo, 0, np.minimum((value - lo) >> shift, top))
     return 0 if value <= lo else min((value - lo) >> shift, top)
 
 
@@ -261,7 +264,6 @@ def arrivals_here(times: Times, unit: int | None, arrivals: int) -> ArrivalsHere
     """:class:`ArrivalsHere` of ``arrivals`` rows, from one pass over their times read here
     (None when the pass does not find that many rows)."""
     last = max(arrivals, 1)
-    shift = max(0, (last - 1).bit_length() - BUCKET_BITS)  # (as bucketer(1, last))
     tops = np.full(AFTER_PARTS, NONE, np.int64)
     rows: dict[int, int] = {}
     n = 0
@@ -270,7 +272,7 @@ def arrivals_here(times: Times, unit: int | None, arrivals: int) -> ArrivalsHere
             continue
         file = int(seq[0]) >> SEQ_FILE_SHIFT  # (a batch is of one file)
         rows[file] = rows.get(file, 0) + len(t)
-        part = np.minimum(np.arange(n, n + len(t), dtype=np.int64) >> shift, AFTER_PARTS - 1)
+        part = bucket_number(1, last, np.arange(n + 1, n + len(t) + 1, dtype=np.int64))
         starts = np.flatnonzero(np.r_[True, part[1:] != part[:-1]])
         floored = t if not unit or unit <= 1 else np.where(t == NONE, NONE, t - np.mod(t, unit))
         np.maximum.at(tops, part[starts], np.maximum.reduceat(floored, starts))
