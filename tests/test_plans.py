@@ -231,3 +231,33 @@ def test_explain_adjust_needs_no_aggregate_of_local_parquet_without_keys(
     nodes = [n.strip() for _, n, _ in _tree(plan)]
     scans, aggregates = nodes.count("Scan parquet"), sum("Aggregate" in n for n in nodes)
     assert (scans > 2 and aggregates) if keyed else (scans, aggregates) == (2, 0), nodes
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_adjust_discards_numbered_from_the_footers(keyed, inputs, plans, run_cli, tmp_path):
+    """``adjust --discards`` on Parquet read by Spark numbers the discarded arrivals from
+    the rows per file in the footers: no join brings counts of rows per chunk (nor, without
+    keys, any aggregate: with keys, the reference times are aggregates); the numbers are
+    those of the reference model over the files in order."""
+    import glob
+
+    from tests.model.adjust import adjust as model
+
+    key = ["--key", "key"] if keyed else []
+    out, late = tmp_path / "out.parquet", tmp_path / "late.parquet"
+    args = ["adjust", "--unit", "msec", "--range", "3", *key, inputs["one"], "-o", out]
+    res = run_cli(*args, "--discards", late, "-q")
+    assert res.exit_code == 0, res.stderr
+    for plan in plans:
+        nodes = [n.strip() for _, n, _ in _tree(plan)]
+        assert not [n for n in nodes if "Join" in n or ("Aggregate" in n and not keyed)], nodes
+    table = pa.concat_tables(pq.read_table(f) for f in sorted(glob.glob(inputs["one"])))
+    times = table.column("time").cast(pa.int64()).to_pylist()
+    keys = table.column("key").to_pylist() if keyed else [None] * len(times)
+    arrivals = [((k,) if keyed else (), t) for k, t in zip(keys, times, strict=True)]
+    rows = model(arrivals, 1_000_000, 3)
+    want = [(r.arrival, r.time) for r in rows if r.decision == "discarded"]
+    got = pq.read_table(late)
+    got_times = got.column("time").cast(pa.int64()).to_pylist()
+    pairs = zip(got.column("arrival").to_pylist(), got_times, strict=True)
+    assert want and sorted(pairs) == want

@@ -88,7 +88,7 @@ def adjust(**kw) -> None:
         if in_order
         else (engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read), None)
     )
-    df, sinks = _sinks(classified, spec, own, kw)
+    df, sinks = _sinks(classified, spec, own, kw, inp.as_read)
     out = sinks[0]
     from pyspark.sql import functions as F
 
@@ -169,9 +169,10 @@ def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
     run.summary("adjust", ses, counts, started, read, kw["max_discards"], carried=stf.carried)
 
 
-def _sinks(df, spec, own: list[str], kw: dict):
+def _sinks(df, spec, own: list[str], kw: dict, as_read=None):
     """The output (own columns + the adjusted time as ``--as``) and ``--discards`` sinks,
-    with the columns they need added to the classified ``df``."""
+    with the columns they need added to the classified ``df`` (``as_read``: the input as
+    read, for the discards' arrival numbers)."""
     from evtime.engine import adjust as engine
     from evtime.errors import UsageError
     from evtime.io.writer import Derived, Sink, output_format
@@ -193,7 +194,7 @@ def _sinks(df, spec, own: list[str], kw: dict):
     )
     if not kw["discards"]:
         return df, [out]
-    df = engine.with_discard_columns(df, spec)
+    df = engine.with_discard_columns(df, spec, as_read)
     return df, [out, run.discards_sink(kw["discards"], kw["overwrite"], own)]
 
 

@@ -437,7 +437,7 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
     held_file, keys_file = stf.file("held.parquet"), stf.file("keys.parquet")
     held = spark.read.parquet(held_file) if held_file else None
     carried = spark.read.parquet(keys_file) if keys_file else bs.no_state(df, spec)
-    cl = engine.prepare(df, spec, carried, stf.st.arrivals, inp.one_chunk)
+    cl = engine.prepare(df, spec, carried, stf.st.arrivals, inp.one_chunk, inp.as_read)
     rows, keep = bs.open_windows(bs.rows_in_windows(cl, held), carried, spec)
     w, names = _windows(cl, spec, items, lay.schema.names, rows, keep)
     out_frame, key_lay = _output(

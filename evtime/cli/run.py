@@ -211,7 +211,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         # counted and ranged by the Parquet footers, or as the rows were numbered
         inp.counted = (footing.good, footing.bad)
         inp.time_range = (footing.least, footing.greatest)
-        inp.as_read = AsRead(footing.groups or (), footing.times)
+        inp.as_read = AsRead(footing.groups or (), footing.times, footing.file_rows)
         how = footing.how
         if SHUFFLE_PARTITIONS not in sopts.conf:
             shuffle_for(spark, sum(inp.counted))

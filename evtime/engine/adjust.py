@@ -173,13 +173,16 @@ def _reason(spec: AdjustSpec, bound: str):
     )
 
 
-def with_discard_columns(df: DataFrame, spec: AdjustSpec) -> DataFrame:
+def with_discard_columns(
+    df: DataFrame, spec: AdjustSpec, as_read: AsRead | None = None
+) -> DataFrame:
     """``arrival``, ``reason`` and ``bound`` (the bound the row missed) for the discards;
-    the arrival is :data:`ARRIVAL` when the rows have it (``--state``)."""
+    the arrival is :data:`ARRIVAL` when the rows have it (``--state``); ``as_read``: see
+    :func:`~evtime.engine.scan.arrival_numbers`."""
     if ARRIVAL in df.columns:
         df = df.withColumn("arrival", F.col(ARRIVAL))
     else:
-        df = arrival_numbers(df, "arrival")
+        df = arrival_numbers(df, "arrival", as_read)
     df = df.withColumn("bound", F.col(REF_BEFORE) - F.lit(spec.width))
     return df.withColumn("reason", F.when(F.col(KEEP), None).otherwise(_reason(spec, "bound")))
 
@@ -275,7 +278,7 @@ def explain_in_parts(
     if as_read is not None and as_read.times is not None and not keys:
         here = arrivals_here(as_read.times, spec.unit_ns, arrivals)
     # (from here on rows are known by their arrival number: no SEQ through the shuffles)
-    rows = df.withColumn(ARRIVAL, here.numbers()) if here else arrival_numbers(df, ARRIVAL)
+    rows = df.withColumn(ARRIVAL, here.numbers()) if here else arrival_numbers(df, ARRIVAL, as_read)
     rows = rows.drop(CHUNK, SEQ).withColumn(EVT, _evtime(spec))
     rows = rows.withColumnsRenamed({c: s for c, s in own if c != s})
     lims = limits or value_limits(rows, EVT)

@@ -217,7 +217,9 @@ def prepare(
 ) -> DataFrame:
     """:func:`classify` plus 1-based arrival numbers (after ``arrivals`` read by earlier
     runs), cut from its lineage (every later step reads these rows several times)."""
-    df = arrival_numbers(classify(df, spec, carried, one_chunk, as_read), ARRIVAL)
+    # (numbered from the footers' rows per file when known: a join may have moved the
+    # rows, not changed their _evt_seq)
+    df = arrival_numbers(classify(df, spec, carried, one_chunk, as_read), ARRIVAL, as_read)
     if arrivals:
         df = df.withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(arrivals))
     return df.localCheckpoint()

@@ -241,10 +241,7 @@ class ArrivalsHere:
     def numbers(self) -> Column:
         """Each row's arrival number, from its ``_evt_seq``: no Spark job (as
         :func:`arrival_numbers` needs to count the rows per chunk)."""
-        offsets = F.array(*[F.lit(int(b)) for b in self.before])
-        file = F.shiftright(F.col(SEQ), SEQ_FILE_SHIFT)
-        row = F.col(SEQ).bitwiseAND(F.lit((1 << SEQ_FILE_SHIFT) - 1))
-        return F.element_at(offsets, file.cast("int") + 1) + row + 1
+        return numbers_after(self.before)
 
     def dense(self, reach: Reach) -> Reach:
         """``reach`` (:func:`reach_from`) giving arrival numbers, not ``_evt_seq`` values."""
@@ -258,6 +255,16 @@ class ArrivalsHere:
             return out
 
         return numbered
+
+
+def numbers_after(before: Sequence[int], seq: str = SEQ) -> Column:
+    """The 1-based arrival number of the ``_evt_seq`` in column ``seq`` (null stays null),
+    ``before[i]`` being the arrivals of the files before file ``i``: an expression, no
+    Spark job and no join."""
+    offsets = F.array(*[F.lit(int(b)).cast("long") for b in before])
+    file = F.shiftright(F.col(seq), SEQ_FILE_SHIFT)
+    row = F.col(seq).bitwiseAND(F.lit((1 << SEQ_FILE_SHIFT) - 1))
+    return F.element_at(offsets, file.cast("int") + 1) + row + 1
 
 
 def arrivals_here(times: Times, unit: int | None, arrivals: int) -> ArrivalsHere | None:
@@ -351,8 +358,14 @@ def chunk_offsets(df: DataFrame, out: str) -> DataFrame:
     return count_offsets(df, CHUNK, out)
 
 
-def arrival_numbers(df: DataFrame, out: str = "arrival") -> DataFrame:
-    """1-based arrival numbers over the whole input (dense), from per-chunk counts."""
+def arrival_numbers(
+    df: DataFrame, out: str = "arrival", as_read: AsRead | None = None
+) -> DataFrame:
+    """1-based arrival numbers over the whole input (dense), from per-chunk counts, or,
+    when ``as_read`` knows the rows of every file (:attr:`AsRead.file_rows`), from those:
+    no Spark job counts them."""
+    if as_read is not None and as_read.file_rows:
+        return df.withColumn(out, numbers_after(as_read.before_files()))
     return numbered(df, SEQ, chunk_offsets(df, "_off"), out)
 
 
@@ -982,6 +995,8 @@ class AsRead:
     them; no shuffle since).  ``groups``: ``(first _evt_seq, greatest time in ns or None)``
     of every Parquet row group, in arrival order, from the footers (Spark's reader splits
     files between row groups, so every stretch starts at one); empty: not known.
+    ``file_rows``: the rows of every input file, by its index, from the footers, all of
+    them arrivals (no row was set aside as bad); empty: not known.
     ``times``: when the input is local Parquet files, a function that reads its times in
     this process, in arrival order (``(_evt_seq, time in ns)`` batches, a null time as
     :data:`NONE`; an optional set of file indexes reads only those files;
@@ -989,6 +1004,12 @@ class AsRead:
 
     groups: tuple[tuple[int, int | None], ...] = ()
     times: Times | None = field(default=None, compare=False)
+    file_rows: tuple[int, ...] = ()
+
+    def before_files(self) -> np.ndarray:
+        """Per input file (by its index), the rows of the files before it."""
+        rows = np.asarray(self.file_rows, np.int64)
+        return np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
 
     def time_maxima(self, unit: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Per row group: its first ``_evt_seq`` and the greatest time floored to ``unit``

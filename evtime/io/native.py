@@ -188,6 +188,7 @@ def _footing(files: list[InputFile], mds: list, lay: Layout) -> Footing:
     rows = nulls = 0
     least = greatest = None
     groups = []  # (first arrival's _evt_seq, greatest time) per row group
+    file_rows = [0] * (max((f.index for f in files), default=-1) + 1)
     t = lay.schema.field(lay.time_col).type
     per = _NS_PER[_STORED[t.unit]]
     for f, md in zip(files, mds, strict=True):
@@ -205,9 +206,12 @@ def _footing(files: list[InputFile], mds: list, lay: Layout) -> Footing:
             if rg.num_rows:
                 groups.append((first, hi))
             first += rg.num_rows
+            file_rows[f.index] += rg.num_rows
     how = "read by Spark's Parquet reader"
     times = local_times(files, lay)
-    return Footing(rows - nulls, nulls, least, greatest, how, tuple(sorted(groups)), times)
+    return Footing(
+        rows - nulls, nulls, least, greatest, how, tuple(sorted(groups)), times, tuple(file_rows)
+    )
 
 
 def _footer_problem(f: InputFile, lay: Layout, md) -> str | None:

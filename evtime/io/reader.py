@@ -164,6 +164,8 @@ class Footing:
     groups: tuple[tuple[int, int | None], ...] | None = None
     # the times read in this process, in arrival order (evtime.io.native.local_times)
     times: object = field(default=None, compare=False)
+    # rows per input file, by its index, from the footers (empty: not known)
+    file_rows: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
