@@ -261,3 +261,33 @@ def test_adjust_discards_numbered_from_the_footers(keyed, inputs, plans, run_cli
     got_times = got.column("time").cast(pa.int64()).to_pylist()
     pairs = zip(got.column("arrival").to_pylist(), got_times, strict=True)
     assert want and sorted(pairs) == want
+
+
+@pytest.mark.parametrize("arrival", [[], ["--arrival", "recv"]])
+def test_merge_discards_numbered_alike_read_here_and_by_spark(
+    arrival, inputs, monkeypatch, run_cli, tmp_path, spark
+):
+    """``merge --discards`` gives its discards the same arrival numbers whether the sources
+    are read here or by Spark (numbered there from the footers' rows per file; with
+    ``--arrival`` the rows are numbered again in arrival order, over the partitions of a
+    sort, which adaptive execution must not merge into one for the test to see them)."""
+    coalesce = "spark.sql.adaptive.coalescePartitions.enabled"
+    before = spark.conf.get(coalesce)
+    spark.conf.set(coalesce, "false")
+    try:
+        got = _merged_discards(arrival, inputs, monkeypatch, run_cli, tmp_path)
+    finally:
+        spark.conf.set(coalesce, before)
+    assert got["spark"].num_rows and got["spark"].equals(got["here"])
+
+
+def _merged_discards(arrival, inputs, monkeypatch, run_cli, tmp_path) -> dict:
+    got = {}
+    for mode, limit in (("spark", "0"), ("here", str(1 << 30))):
+        monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", limit)
+        out, late = tmp_path / f"{mode}.parquet", tmp_path / f"{mode}-late.parquet"
+        srcs = [inputs["s1"], inputs["s2"], inputs["s3"]]
+        res = run_cli("merge", *arrival, *srcs, "-o", out, "--discards", late, "-q")
+        assert res.exit_code == 0, res.stderr
+        got[mode] = pq.read_table(late).sort_by("arrival")
+    return got

@@ -148,12 +148,13 @@ def _setup(kw: dict, command: str, check=None, classify: bool = True, stream=Non
         of_file = F.array(*[F.lit(g) for g in groups])
         inp.rejected = inp.rejected.withColumn(engine.SRC, F.element_at(of_file, F.col(FILE) + 1))
     if kw["arrival"]:
-        from evtime.engine.scan import order_arrivals
+        from evtime.engine.scan import AsRead, order_arrivals
 
         df = engine.with_now(
             df, lay, kw["arrival"], inp.time_format, inp.tz, [f.shown for f in files]
         )
         df = order_arrivals(df, engine.NOW)
+        inp.as_read = AsRead()  # (numbered again: no longer as read)
     df = engine.prepare(df, spec, groups)
     if classify:
         df = engine.classify(df, spec)
@@ -349,7 +350,7 @@ def merge(**kw) -> None:
     # columns (a small input read here: the prefix scan of whole rows, fewer jobs)
     step = None
     if spec.simple and not (spec.marker or (discards and spec.width) or run.in_driver()):
-        late = engine.late_rows(df, spec) if discards else None
+        late = engine.late_rows(df, spec, inp.as_read) if discards else None
         df, step = engine.classify_in_order(df, spec, limits, late, inp.as_read, inp.sources)
     if step is None:
         df = engine.classify(df, spec)
@@ -372,7 +373,7 @@ def merge(**kw) -> None:
     ]
     if discards:
         if step is None:  # (else the step gives them)
-            df = engine.with_discard_columns(df, spec)
+            df = engine.with_discard_columns(df, spec, inp.as_read)
         discard_routes = tuple(r for r in routes if r.startswith("discard:"))
         late = run.discards_sink(discards, overwrite, own, (source_as, as_), (as_,), discard_routes)
         late.derived = derived
@@ -454,7 +455,7 @@ def explain_merge(**kw) -> None:
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink
 
-    df = engine.explain(df, spec).withColumn(ROUTE, _route_column())
+    df = engine.explain(df, spec, inp.as_read).withColumn(ROUTE, _route_column())
     own = present.own_columns(lay.schema.names, lay.time_col)
     hidden = [(ROUTE, ROUTE), (SEQ, SEQ), ("_x_source_bound", "_evt_source_bound")]
     frame = present.explain_frame(df, (), [*own, *hidden])

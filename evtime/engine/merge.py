@@ -69,6 +69,7 @@ from evtime.engine.scan import (
     join_small,
     kept_in_parts,
     numbered,
+    numbers_after,
     positions,
     prefix_max,
     reach_from,
@@ -455,7 +456,7 @@ def classify_in_order(
         return df, None
 
 
-def late_rows(df: DataFrame, spec: MergeSpec) -> DataFrame:
+def late_rows(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> DataFrame:
     """The rows merge discards, ``(_evt_src, _evt_evtime, _evt_seq)`` with the columns of
     ``--discards`` (:func:`discard_words`), for :func:`classify_in_order`, when sources come
     one after the other with data rows only and no range (``spec.simple``, ``width`` 0):
@@ -485,7 +486,11 @@ def late_rows(df: DataFrame, spec: MergeSpec) -> DataFrame:
         late = join_small(late.withColumn("_one", F.lit(0)), c, ["_one"])
         known = (F.col(SRC) == last) & F.col("_c").isNotNull()
         bb = F.when(known, F.least(F.col("_c"), F.col(OWN)))
-    late = numbered(late.withColumn(BB, bb), SEQ, chunk_offsets(df, "_off"), "arrival")
+    late = late.withColumn(BB, bb)
+    if as_read is not None and as_read.file_rows:  # (numbered from the footers' rows per file)
+        late = late.withColumn("arrival", numbers_after(as_read.before_files()))
+    else:
+        late = numbered(late, SEQ, chunk_offsets(df, "_off"), "arrival")
     return discard_words(late, spec).select(SRC, EVT, SEQ, "arrival", "reason", "bound")
 
 
@@ -590,11 +595,14 @@ def _simple_releases(df: DataFrame, spec: MergeSpec) -> DataFrame:
     return stream_bound(df)
 
 
-def with_discard_columns(df: DataFrame, spec: MergeSpec) -> DataFrame:
-    """``arrival``, ``reason`` and ``bound`` (the bound missed) for the discards sink."""
+def with_discard_columns(
+    df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None
+) -> DataFrame:
+    """``arrival``, ``reason`` and ``bound`` (the bound missed) for the discards sink;
+    ``as_read``: see :func:`~evtime.engine.scan.arrival_numbers`."""
     if spec.simple:  # a row behind its own bound may be behind the stream bound too
         df = _simple_releases(df, spec)
-    return discard_words(arrival_numbers(true_own(df, spec), "arrival"), spec)
+    return discard_words(arrival_numbers(true_own(df, spec), "arrival", as_read), spec)
 
 
 def discard_words(df: DataFrame, spec: MergeSpec) -> DataFrame:
@@ -695,9 +703,10 @@ def _blame(spec: MergeSpec) -> Column:
     return F.concat(held, F.lit(": at its arrival "), why)
 
 
-def explain(df: DataFrame, spec: MergeSpec) -> DataFrame:
+def explain(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> DataFrame:
     """Every arrival with its decision (SPEC §5), ``_x_<col>`` columns; needs
-    :func:`classify`.  ``bound`` is D after the arrival, discarded rows left out."""
+    :func:`classify`.  ``bound`` is D after the arrival, discarded rows left out.
+    ``as_read``: see :func:`~evtime.engine.scan.arrival_numbers`."""
     if spec.simple:
         df = _simple_releases(df, spec)
     elif _own_moved(df, spec):
@@ -707,9 +716,15 @@ def explain(df: DataFrame, spec: MergeSpec) -> DataFrame:
         df = definitive(df, spec, "_evt_tc", DEF, DEF_ARG, OWN, facts(df, spec))
     else:
         df = df.withColumn(OWN, F.col(OWNP))
-    offsets = chunk_offsets(df, "_off")
-    df = numbered(df, SEQ, offsets, ARRIVAL)
-    df = numbered(df, REL, offsets, "_evt_rel_arrival").localCheckpoint()
+    if as_read is not None and as_read.file_rows:  # (numbered from the footers' rows per file)
+        before = as_read.before_files()
+        df = df.withColumns(
+            {ARRIVAL: numbers_after(before), "_evt_rel_arrival": numbers_after(before, REL)}
+        ).localCheckpoint()
+    else:
+        offsets = chunk_offsets(df, "_off")
+        df = numbered(df, SEQ, offsets, ARRIVAL)
+        df = numbered(df, REL, offsets, "_evt_rel_arrival").localCheckpoint()
     df = positions(df, EVT, "output_pos", F.col(KEEP))
     d = F.col(DEF)
     decision = (
