@@ -64,12 +64,11 @@ from evtime.engine.scan import (
     FilledInPart,
     KeptInPart,
     arrival_numbers,
-    chunk_offsets,
+    arrival_offsets,
     first_above,
     join_small,
     kept_in_parts,
     numbered,
-    numbers_after,
     positions,
     prefix_max,
     reach_from,
@@ -486,11 +485,7 @@ def late_rows(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> 
         late = join_small(late.withColumn("_one", F.lit(0)), c, ["_one"])
         known = (F.col(SRC) == last) & F.col("_c").isNotNull()
         bb = F.when(known, F.least(F.col("_c"), F.col(OWN)))
-    late = late.withColumn(BB, bb)
-    if as_read is not None and as_read.file_rows:  # (numbered from the footers' rows per file)
-        late = late.withColumn("arrival", numbers_after(as_read.before_files()))
-    else:
-        late = numbered(late, SEQ, chunk_offsets(df, "_off"), "arrival")
+    late = numbered(late.withColumn(BB, bb), SEQ, arrival_offsets(df, as_read), "arrival")
     return discard_words(late, spec).select(SRC, EVT, SEQ, "arrival", "reason", "bound")
 
 
@@ -716,15 +711,9 @@ def explain(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> Da
         df = definitive(df, spec, "_evt_tc", DEF, DEF_ARG, OWN, facts(df, spec))
     else:
         df = df.withColumn(OWN, F.col(OWNP))
-    if as_read is not None and as_read.file_rows:  # (numbered from the footers' rows per file)
-        before = as_read.before_files()
-        df = df.withColumns(
-            {ARRIVAL: numbers_after(before), "_evt_rel_arrival": numbers_after(before, REL)}
-        ).localCheckpoint()
-    else:
-        offsets = chunk_offsets(df, "_off")
-        df = numbered(df, SEQ, offsets, ARRIVAL)
-        df = numbered(df, REL, offsets, "_evt_rel_arrival").localCheckpoint()
+    offsets = arrival_offsets(df, as_read)
+    df = numbered(df, SEQ, offsets, ARRIVAL)
+    df = numbered(df, REL, offsets, "_evt_rel_arrival").localCheckpoint()
     df = positions(df, EVT, "output_pos", F.col(KEEP))
     d = F.col(DEF)
     decision = (

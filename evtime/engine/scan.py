@@ -289,7 +289,13 @@ def arrivals_here(times: Times, unit: int | None, arrivals: int) -> ArrivalsHere
     counts = np.zeros(max(rows, default=-1) + 1, np.int64)
     for file, k in rows.items():
         counts[file] = k
-    return ArrivalsHere(np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64), tops)
+    return ArrivalsHere(rows_before(counts), tops)
+
+
+def rows_before(counts) -> np.ndarray:
+    """Per entry of ``counts`` (rows per file, by index), the rows of the entries before."""
+    counts = np.asarray(counts, np.int64)
+    return np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
 
 
 def _part(bucket: Callable[[Column], Column], lead: str) -> Column:
@@ -358,20 +364,28 @@ def chunk_offsets(df: DataFrame, out: str) -> DataFrame:
     return count_offsets(df, CHUNK, out)
 
 
+def arrival_offsets(df: DataFrame, as_read: AsRead | None = None) -> DataFrame | np.ndarray:
+    """What :func:`numbered` numbers the arrivals of ``df`` from: when ``as_read`` knows
+    the rows of every file (:attr:`AsRead.file_rows`), the rows before each file (no
+    Spark job counts them); else the arrivals before each chunk (:func:`chunk_offsets`)."""
+    if as_read is not None and as_read.file_rows:
+        return rows_before(as_read.file_rows)
+    return chunk_offsets(df, "_off")
+
+
 def arrival_numbers(
     df: DataFrame, out: str = "arrival", as_read: AsRead | None = None
 ) -> DataFrame:
-    """1-based arrival numbers over the whole input (dense), from per-chunk counts, or,
-    when ``as_read`` knows the rows of every file (:attr:`AsRead.file_rows`), from those:
-    no Spark job counts them."""
-    if as_read is not None and as_read.file_rows:
-        return df.withColumn(out, numbers_after(as_read.before_files()))
-    return numbered(df, SEQ, chunk_offsets(df, "_off"), out)
+    """1-based arrival numbers over the whole input (dense) (:func:`arrival_offsets`)."""
+    return numbered(df, SEQ, arrival_offsets(df, as_read), out)
 
 
-def numbered(df: DataFrame, seq: str, offsets: DataFrame, out: str) -> DataFrame:
+def numbered(df: DataFrame, seq: str, offsets: DataFrame | np.ndarray, out: str) -> DataFrame:
     """Add ``out``: the 1-based arrival number of the ``_evt_seq`` value in column ``seq``
-    (null stays null), from ``offsets`` ``(_evt_chunk, _off)`` (:func:`chunk_offsets`)."""
+    (null stays null), from ``offsets``: ``(_evt_chunk, _off)`` (:func:`chunk_offsets`),
+    or the rows before each file (:func:`arrival_offsets`: an expression, no join)."""
+    if isinstance(offsets, np.ndarray):
+        return df.withColumn(out, numbers_after(offsets, seq))
     mask = (1 << CHUNK_SHIFT) - 1
     # (broadcast: one row per 2^20 arrivals; a shuffle join would move every row)
     offsets = F.broadcast(offsets.withColumnRenamed(CHUNK, "_nb_chunk"))
@@ -1005,11 +1019,6 @@ class AsRead:
     groups: tuple[tuple[int, int | None], ...] = ()
     times: Times | None = field(default=None, compare=False)
     file_rows: tuple[int, ...] = ()
-
-    def before_files(self) -> np.ndarray:
-        """Per input file (by its index), the rows of the files before it."""
-        rows = np.asarray(self.file_rows, np.int64)
-        return np.concatenate([[0], np.cumsum(rows)[:-1]]).astype(np.int64)
 
     def time_maxima(self, unit: int) -> tuple[np.ndarray, np.ndarray] | None:
         """Per row group: its first ``_evt_seq`` and the greatest time floored to ``unit``
