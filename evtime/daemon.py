@@ -2,12 +2,13 @@
 with pyspark and py4j imported from where they are installed, not from Spark's
 ``pyspark.zip`` and ``py4j-*-src.zip``.
 
-Spark puts those zips first on the daemon's path.  Python keeps no compiled code for a
-module imported from a zip: the daemon and the workers it forks compiled every pyspark
-module they import from source again, on every run, before the first Python task could
-start (0.6-0.9 s of each run on the bench machine; bench/RESULTS.md, session 21).  The
-installed copies are the same pyspark (Spark found its home there) and have their
-compiled code beside them.  A pyspark that is only in the zip is still imported from it.
+Spark puts those zips first on the daemon's path (and its core jar, also a zip).  Python
+keeps no compiled code for a module imported from a zip: the daemon and the workers it
+forks compiled every pyspark module they import from source again, on every run, before
+the first Python task could start (0.6-0.9 s of each run on the bench machine;
+bench/RESULTS.md, session 21).  The installed copies are the same pyspark (Spark found its
+home there) and have their compiled code beside them.  A pyspark that is only in the zip
+is still imported from it.
 
 Set for local mode (``spark.python.daemon.module`` in :data:`evtime.session.LOCAL_CONF`),
 where this machine's Python, the one evtime runs in, starts the workers."""
@@ -29,8 +30,16 @@ def without_spark_zips(path: list[str]) -> list[str]:
 
 
 def _spark_zip(entry: str) -> bool:
+    """Whether ``entry`` is one of the archives Spark puts on its workers' path for pyspark:
+    its ``pyspark.zip`` and ``py4j-*-src.zip``, and its core jar (``spark-core_*.jar``,
+    which may hold pyspark in some builds; pip's pyspark has no Python file in it, but as
+    a zip on the path before the standard library, every import looked into it)."""
     name = os.path.basename(entry)
-    return name == "pyspark.zip" or (name.startswith("py4j-") and name.endswith("-src.zip"))
+    return (
+        name == "pyspark.zip"
+        or (name.startswith("py4j-") and name.endswith("-src.zip"))
+        or (name.startswith("spark-core_") and name.endswith(".jar"))
+    )
 
 
 # What every evtime task in Python imports, imported once here, before the daemon forks
@@ -50,8 +59,20 @@ def preload(names: tuple[str, ...] = PRELOAD) -> None:
             importlib.import_module(name)
 
 
+def forget_finders(gone: set[str]) -> None:
+    """Drop the cached finders of path entries no longer on the path (``gone``).  Python
+    made a zip importer for each of Spark's zips while it looked for this module; each
+    worker's first task calls ``importlib.invalidate_caches()`` (pyspark adds the Spark
+    files' directory to its path), which makes every cached zip importer read its zip's
+    directory again: 0.11 s of each worker's 0.4 s of CPU in bound at 10M rows."""
+    for entry in gone:
+        sys.path_importer_cache.pop(entry, None)
+
+
 if __name__ == "__main__":
+    before = list(sys.path)
     sys.path[:] = without_spark_zips(sys.path)
+    forget_finders(set(before) - set(sys.path))
     from pyspark import daemon
 
     preload()

@@ -9,11 +9,15 @@ import pyarrow as pa
 
 from evtime.daemon import without_spark_zips
 
-ZIPS = ["/spark/python/lib/pyspark.zip", "/spark/python/lib/py4j-0.10.9.9-src.zip"]
+ZIPS = [
+    "/spark/python/lib/pyspark.zip",
+    "/spark/python/lib/py4j-0.10.9.9-src.zip",
+    "/site-packages/pyspark/jars/spark-core_2.13-4.3.0.jar",
+]
 
 
 def test_sparks_zips_leave_the_path_when_pyspark_and_py4j_are_installed():
-    path = [ZIPS[0], "", *sys.path, ZIPS[1]]
+    path = [ZIPS[0], "", ZIPS[2], *sys.path, ZIPS[1]]
     assert without_spark_zips(path) == ["", *sys.path]
 
 
@@ -55,3 +59,26 @@ def test_a_module_that_fails_to_import_is_left_to_its_task():
 
     preload(("evtime_no_such_module", "json"))  # (no error)
     assert "json" in sys.modules and "evtime_no_such_module" not in sys.modules
+
+
+def test_python_workers_hold_no_finder_of_spark_zips(spark):
+    """Each worker's first task invalidates the import caches: a zip importer still cached
+    for Spark's zips would read its zip's directory again there (0.1 s per worker)."""
+    from evtime.daemon import _spark_zip
+
+    def cached(batches):
+        zips = [k for k in sys.path_importer_cache if _spark_zip(k)]
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"zips": [",".join(zips)]})
+
+    (row,) = spark.range(1, numPartitions=1).mapInArrow(cached, "zips string").collect()
+    assert row.zips == ""
+
+
+def test_forget_finders_drops_only_the_entries_gone(monkeypatch):
+    from evtime.daemon import forget_finders
+
+    cache = {"/a/pyspark.zip": object(), "/b": object()}
+    monkeypatch.setattr(sys, "path_importer_cache", dict(cache))
+    forget_finders({"/a/pyspark.zip", "/not/cached"})
+    assert list(sys.path_importer_cache) == ["/b"]
