@@ -82,3 +82,16 @@ def test_forget_finders_drops_only_the_entries_gone(monkeypatch):
     monkeypatch.setattr(sys, "path_importer_cache", dict(cache))
     forget_finders({"/a/pyspark.zip", "/not/cached"})
     assert list(sys.path_importer_cache) == ["/b"]
+
+
+def test_python_workers_start_with_the_daemons_objects_frozen(spark):
+    """(out of the garbage collector's sight: a worker collects after every task)"""
+
+    def frozen(batches):
+        import gc
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"n": [gc.get_freeze_count()]})
+
+    (row,) = spark.range(1, numPartitions=1).mapInArrow(frozen, "n long").collect()
+    assert row.n > 10_000  # (pyspark, pyarrow, pandas and evtime's modules: ~78,000)
