@@ -422,3 +422,21 @@ def test_a_failed_job_leaves_no_output_assembled_early(spark, tmp_path):
     with pytest.raises(Exception, match="a task fails"):
         run.publish_jobs([(df, sinks, lay)], [False], _Passing(ranges, fail_at=80))
     assert os.listdir(tmp_path) == []
+
+
+def test_in_routes_of_numbered_and_named_routes():
+    """A sink's rows: on a dictionary's indices (as the part steps number the routes) as
+    pyarrow's is_in finds them on the names."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from evtime.io.writer import in_routes, routes
+
+    names = ["out", "discard", "discard:2"]
+    numbered = routes(np.array([0, 1, 2, 2, 0, 1]), names)
+    named = pa.array(["out", "discard", "discard:2", "discard:2", "out", None])
+    for sink in [("out",), ("discard", "discard:2"), ("late",)]:
+        expected = pc.is_in(numbered.cast(pa.string()), pa.array(sink, pa.string()))
+        assert in_routes(numbered, sink).to_pylist() == expected.to_pylist()
+        expected = pc.is_in(named, pa.array(sink, pa.string())).to_pylist()
+        assert in_routes(named, sink).to_pylist() == expected

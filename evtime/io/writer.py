@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -279,7 +279,6 @@ def _write_parts(
     """Write rows (sorted by ``PART``) to part files under ``staging``: rows seen per
     route, and part files written per sink (``FILES`` + name).  The parts numbered below
     ``step_below`` go through ``step`` first, each whole."""
-    import pyarrow.compute as pc
 
     seen: dict[str, int] = {}
     writers: dict[str, _PartWriter] = {}
@@ -301,7 +300,7 @@ def _write_parts(
                     continue
                 sel = b  # (most batches go whole to one sink: no filter, no copy)
                 if not present.issubset(sink.routes):
-                    sel = b.filter(pc.is_in(route, pa.array(sink.routes, pa.string())))
+                    sel = b.filter(in_routes(route, sink.routes))
                 if sink.name not in writers:
                     path = part_path(staging, sink.name, pid)
                     writers[sink.name] = _PartWriter(path, sink)
@@ -313,6 +312,18 @@ def _write_parts(
         for w in writers.values():
             w.close()
     return seen
+
+
+def in_routes(route: pa.Array, names: Sequence[str]) -> pa.Array:
+    """Whether each row's ``ROUTE`` is one of ``names``: of dictionary-encoded routes (as
+    the part steps make them, :func:`routes`), on the indices, with numpy (pyarrow's
+    ``is_in`` looked the strings up: 0.6 s of adjust's Python workers at 10M rows)."""
+    if pa.types.is_dictionary(route.type):
+        wanted = np.array([r in names for r in route.dictionary.to_pylist()])
+        return pa.array(wanted[route.indices.to_numpy()])
+    import pyarrow.compute as pc
+
+    return pc.is_in(route, pa.array(list(names), pa.string()))
 
 
 def route_counts(route: pa.Array) -> dict[str, int]:
