@@ -125,4 +125,85 @@ def java_options(java_id: str, write: bool = True) -> str:
         return ""  # another run is writing it
     os.write(fd, str(os.getpid()).encode())
     os.close(fd)
+    global writing
+    writing = True
     return f"-XX:ArchiveClassesAtExit={folder / f'{name}.{os.getpid()}.part'} {QUIET}"
+
+
+writing = False  # whether this process's JVM writes the archive when it exits
+
+# What the writing run also runs, once its own work is done, so that the archive holds the
+# classes of every command's big runs (Spark's Parquet reader, code generation, shuffles,
+# the Python workers' Arrow exchange), not only those of whatever that first run did (an
+# archive made by a small adjust read in the driver left 2,700 classes of a 10M-row bound
+# to be loaded from jars: 0.5 s of its 9.6 s, bench/RESULTS.md session 29).
+TRAINING = (
+    "adjust --unit msec --range 2 -o {d}/adjust.parquet {a}",
+    "explain adjust --unit msec --range 2 -o {d}/explain.csv {a}",
+    "merge -o {d}/merge.parquet {a} {b}",
+    "bound --window 1s --agg count(*) --agg avg(value) -o {d}/bound.csv {a}",
+)
+TRAINING_ROWS = 40_000
+
+
+def train() -> list[str]:
+    """Run :data:`TRAINING` quietly in this process's Spark session (the JVM that writes
+    the archive), over small generated Parquet files read in Spark tasks; the jobs that
+    failed are returned, and otherwise left alone (the archive only misses their
+    classes)."""
+    import io
+    import tempfile
+
+    from pyspark.sql import SparkSession
+
+    from evtime.cli import main
+
+    if SparkSession.getActiveSession() is None:  # (the run's own session is gone)
+        return list(TRAINING)
+    failed = []
+
+    saved = os.environ.get("EVTIME_DRIVER_IO_MAX")
+    os.environ["EVTIME_DRIVER_IO_MAX"] = "0"  # (read and written in Spark tasks)
+    quiet = io.StringIO()
+    try:
+        with (
+            tempfile.TemporaryDirectory(prefix="evtime-train-") as d,
+            contextlib.redirect_stdout(quiet),
+            contextlib.redirect_stderr(quiet),
+        ):
+            files = {"a": _events(f"{d}/in-a.parquet", 0), "b": _events(f"{d}/in-b.parquet", 1)}
+            for job in TRAINING:
+                try:
+                    main([*(a.format(d=d, **files) for a in job.split()), "-q"])
+                except SystemExit as done:
+                    if done.code:
+                        failed.append(job)
+                except Exception:
+                    failed.append(job)
+    finally:
+        if saved is None:
+            os.environ.pop("EVTIME_DRIVER_IO_MAX", None)
+        else:
+            os.environ["EVTIME_DRIVER_IO_MAX"] = saved
+    return failed
+
+
+def _events(path: str, seed: int) -> str:
+    """A small out-of-order event file (ns times ~1 ms apart with jitter, a key, a value),
+    in two row groups."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    n = TRAINING_ROWS
+    t = 1_700_000_000_000_000_000 + np.arange(n) * 1_000_000 + rng.integers(0, 5_000_000, n)
+    table = pa.table(
+        {
+            "time": pa.array(t, pa.timestamp("ns")),
+            "key": pa.array([f"k{i}" for i in rng.integers(0, 10, n)]),
+            "value": pa.array(rng.random(n)),
+        }
+    )
+    pq.write_table(table, path, row_group_size=n // 2)
+    return path

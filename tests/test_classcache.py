@@ -134,6 +134,43 @@ def test_a_real_run_writes_the_archive_and_the_next_run_maps_it(tmp_path, cli_en
     assert (cache / f"{name}.jsa").is_file() and not list(cache.glob("*.part"))
     text = log.read_text()
     assert f"Opened archive {cache / name}.jsa" in text and "Mapped dynamic region" in text
+    # the first run also trained its JVM: the archive has the classes of a command it did
+    # not run, in Spark tasks (the first one read its five rows in the driver)
+    loaded = tmp_path / "classes.log"
+    third = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "evtime",
+            "bound",
+            "-q",
+            "--window",
+            "1s",
+            "--agg",
+            "count(*)",
+            "--conf",
+            f"spark.driver.extraJavaOptions=-Xlog:class+load=info:file={loaded}",
+            str(SAMPLES / "tuples.parquet"),
+        ],
+        env={**env, "EVTIME_DRIVER_IO_MAX": "0"},
+        capture_output=True,
+        timeout=600,
+    )
+    assert third.returncode == 0, third.stderr
+    lines = loaded.read_text().splitlines()
+    python_udf = [x for x in lines if "python.ArrowEvalPythonExec " in x]
+    assert python_udf and "shared objects file" in python_udf[0], python_udf
+
+
+def test_training_runs_every_command_quietly(spark, capfd, monkeypatch):
+    """The writing run's training (classcache.train): every job succeeds in this process's
+    session, prints nothing, and leaves the environment as it was."""
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "123")
+    assert classcache.train() == []
+    assert capfd.readouterr() == ("", "")
+    assert os.environ["EVTIME_DRIVER_IO_MAX"] == "123"
+    commands = {job.split()[0] for job in classcache.TRAINING}
+    assert commands == {"adjust", "explain", "merge", "bound"}
 
 
 def test_a_jvm_that_outlives_the_run_only_maps_the_archive(cache):

@@ -145,9 +145,26 @@ def entry() -> None:
     elif not isinstance(status, int):
         print(status, file=sys.stderr)
         status = ExitStatus.ERROR
+    _train_class_archive()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         # (the reader went away; a closed stream)
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(status)
+
+
+def _train_class_archive() -> None:
+    """When this run's JVM writes the class archive (the first run, see
+    :mod:`evtime.classcache`): once the run is done and its standard output closed (a
+    reader downstream sees the end now), the training jobs, in the same JVM."""
+    from evtime import classcache
+
+    if not classcache.writing:
+        return
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    with contextlib.suppress(Exception, KeyboardInterrupt):
+        classcache.train()
