@@ -158,7 +158,9 @@ def train() -> list[str]:
 
     from evtime.cli import main
 
-    if SparkSession.getActiveSession() is None:  # (the run's own session is gone)
+    spark = SparkSession.getActiveSession()
+    if spark is None or not spark.conf.get("spark.master", "").startswith("local"):
+        # (the run's own session is gone; a cluster's executors cannot read local files)
         return list(TRAINING)
     failed = []
 
