@@ -104,10 +104,19 @@ def test_a_real_run_writes_the_archive_and_the_next_run_maps_it(tmp_path, cli_en
     cache = tmp_path / "cache"
     env = dict(cli_env, EVTIME_CACHE_DIR=str(cache), EVTIME_CLASS_CACHE="1")
     args = [sys.executable, "-m", "evtime", "adjust", "-q", "--unit", "msec", "--range", "999"]
-    first = subprocess.run(
-        [*args, str(SAMPLES / "tuples.parquet")], env=env, capture_output=True, timeout=600
+    proc = subprocess.Popen(
+        [*args, str(SAMPLES / "tuples.parquet")],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
-    assert first.returncode == 0, first.stderr
+    out = proc.stdout.read()  # (to the end: the run closes it before its training jobs)
+    ended = time.monotonic()
+    err = proc.stderr.read()
+    assert proc.wait(timeout=600) == 0, err
+    # (the training, seconds of Spark jobs, comes after a reader has seen the output end)
+    assert time.monotonic() - ended > 1
+    first = subprocess.CompletedProcess(args, 0, out, err)
     name = None
     deadline = time.time() + 600  # the dump takes ~15 s on a quiet machine
     while time.time() < deadline:

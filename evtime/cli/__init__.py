@@ -145,7 +145,8 @@ def entry() -> None:
     elif not isinstance(status, int):
         print(status, file=sys.stderr)
         status = ExitStatus.ERROR
-    _train_class_archive()
+    if status in (ExitStatus.OK, ExitStatus.TOO_MANY_DISCARDS):  # (a failed run: no wait)
+        _train_class_archive()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         # (the reader went away; a closed stream)
