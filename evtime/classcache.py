@@ -35,6 +35,7 @@ from pathlib import Path
 _MAGIC = (0xF00BABA8).to_bytes(4, "little")
 STALE = 15 * 60
 QUIET = "-Xlog:cds*=off"
+writing = False  # whether this process's JVM writes the archive when it exits (train() then)
 
 
 def _mode() -> str:
@@ -130,8 +131,6 @@ def java_options(java_id: str, write: bool = True) -> str:
     return f"-XX:ArchiveClassesAtExit={folder / f'{name}.{os.getpid()}.part'} {QUIET}"
 
 
-writing = False  # whether this process's JVM writes the archive when it exits
-
 # What the writing run also runs, once its own work is done, so that the archive holds the
 # classes of every command's big runs (Spark's Parquet reader, code generation, shuffles,
 # the Python workers' Arrow exchange), not only those of whatever that first run did (an
@@ -163,7 +162,6 @@ def train() -> list[str]:
         # (the run's own session is gone; a cluster's executors cannot read local files)
         return list(TRAINING)
     failed = []
-
     saved = os.environ.get("EVTIME_DRIVER_IO_MAX")
     os.environ["EVTIME_DRIVER_IO_MAX"] = "0"  # (read and written in Spark tasks)
     quiet = io.StringIO()
