@@ -104,16 +104,20 @@ def test_a_real_run_writes_the_archive_and_the_next_run_maps_it(tmp_path, cli_en
     cache = tmp_path / "cache"
     env = dict(cli_env, EVTIME_CACHE_DIR=str(cache), EVTIME_CLASS_CACHE="1")
     args = [sys.executable, "-m", "evtime", "adjust", "-q", "--unit", "msec", "--range", "999"]
-    proc = subprocess.Popen(
-        [*args, str(SAMPLES / "tuples.parquet")],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    out = proc.stdout.read()  # (to the end: the run closes it before its training jobs)
-    ended = time.monotonic()
-    err = proc.stderr.read()
-    assert proc.wait(timeout=600) == 0, err
+    # (stderr to a file: a pipe nobody reads while stdout is read could fill and stall it)
+    with open(tmp_path / "first.err", "w+b") as errors:
+        proc = subprocess.Popen(
+            [*args, str(SAMPLES / "tuples.parquet")],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+        )
+        out = proc.stdout.read()  # (to the end: the run closes it before its training jobs)
+        ended = time.monotonic()
+        status = proc.wait(timeout=600)
+        errors.seek(0)
+        err = errors.read()
+    assert status == 0, err
     # (the training, seconds of Spark jobs, comes after a reader has seen the output end)
     assert time.monotonic() - ended > 1
     first = subprocess.CompletedProcess(args, 0, out, err)
