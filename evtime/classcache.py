@@ -152,6 +152,7 @@ def train() -> list[str]:
     classes)."""
     import io
     import tempfile
+    from unittest import mock
 
     from pyspark.sql import SparkSession
 
@@ -162,29 +163,22 @@ def train() -> list[str]:
         # (the run's own session is gone; a cluster's executors cannot read local files)
         return list(TRAINING)
     failed = []
-    saved = os.environ.get("EVTIME_DRIVER_IO_MAX")
-    os.environ["EVTIME_DRIVER_IO_MAX"] = "0"  # (read and written in Spark tasks)
-    quiet = io.StringIO()
-    try:
-        with (
-            tempfile.TemporaryDirectory(prefix="evtime-train-") as d,
-            contextlib.redirect_stdout(quiet),
-            contextlib.redirect_stderr(quiet),
-        ):
-            files = {"a": _events(f"{d}/in-a.parquet", 0), "b": _events(f"{d}/in-b.parquet", 1)}
-            for job in TRAINING:
-                try:
-                    main([*(a.format(d=d, **files) for a in job.split()), "-q"])
-                except SystemExit as done:
-                    if done.code:
-                        failed.append(job)
-                except Exception:
+    # (read and written in Spark tasks: the classes of big runs)
+    with (
+        mock.patch.dict(os.environ, {"EVTIME_DRIVER_IO_MAX": "0"}),
+        tempfile.TemporaryDirectory(prefix="evtime-train-") as d,
+        contextlib.redirect_stdout(io.StringIO()),
+        contextlib.redirect_stderr(io.StringIO()),
+    ):
+        files = {"a": _events(f"{d}/in-a.parquet", 0), "b": _events(f"{d}/in-b.parquet", 1)}
+        for job in TRAINING:
+            try:
+                main([*(a.format(d=d, **files) for a in job.split()), "-q"])
+            except SystemExit as done:
+                if done.code:
                     failed.append(job)
-    finally:
-        if saved is None:
-            os.environ.pop("EVTIME_DRIVER_IO_MAX", None)
-        else:
-            os.environ["EVTIME_DRIVER_IO_MAX"] = saved
+            except Exception:
+                failed.append(job)
     return failed
 
 
