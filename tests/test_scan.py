@@ -228,6 +228,7 @@ def test_kept_in_one_part_is_the_rule_over_arrival_order(values, width, keys):
 @example(values=[5, 2], width=2, spread=1, keys=None, known=False, here=None)  # 5 passes 2 (halo)
 @example(values=[9, 2], width=2, spread=1, keys=None, known=False, here=None)  # 9: 2's part (carry)
 @example(values=[9, 2], width=2, spread=1, keys=None, known=False, here=1)
+@example(values=[9, 2], width=2, spread=1, keys=[None, None], known=False, here=1)  # null key
 @example(values=[5, 2, 9, 2], width=2, spread=1, keys=["a", "b", "b", "a"], known=False, here=None)
 @example(values=[5, 2, 9, 2], width=2, spread=1, keys=["a", "b", "b", "a"], known=True, here=None)
 def test_kept_in_parts_is_the_rule_over_arrival_order(

@@ -74,17 +74,21 @@ def adjust(**kw) -> None:
             if not ses.quiet:
                 click.echo(str(done), err=True)
             return
-    spark, df, lay, files = run.start(inp, ses)
-    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
-    own = lay.schema.names
     # the reference time itself is needed only to say why a row was discarded, and by
     # --emit-bounds; without them the keep flag comes out of the output's own sort
     # (a small input read here is quicker with the prefix scan: fewer Spark jobs to plan)
-    in_order = not (kw["discards"] or kw["emit_bounds"] or run.in_driver())
+    in_order = not (kw["discards"] or kw["emit_bounds"])
+    early = None
+    if in_order and not spec.keys:  # (the search's carry, found while Spark starts)
+        early = run.from_footers(lambda foot, _: engine.early_carry(spec, foot))
+    spark, df, lay, files = run.start(inp, ses, meanwhile=early)
+    in_order = in_order and not run.in_driver()
+    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
+    own = lay.schema.names
     # the time range, when known (read here, or in the Parquet footers): no job to find it
     limits = truncated_range(inp.time_range, spec.unit_ns)
     classified, step = (
-        engine.classify_in_order(df, spec, limits, inp.as_read)
+        engine.classify_in_order(df, spec, limits, inp.as_read, inp.found_early)
         if in_order
         else (engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read), None)
     )

@@ -138,7 +138,10 @@ def explain_adjust(**kw) -> None:
     from evtime.units import truncated_range
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
-    spark, df, lay, files = run.start(inp, ses)
+    # (without keys: a pass over the times read here, and the search's carry, while Spark
+    # starts)
+    early = None if spec.keys else run.from_footers(lambda f, _: engine.early_explain(spec, f))
+    spark, df, lay, files = run.start(inp, ses, meanwhile=early)
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     # (the raw time and the row number are not shown: explain does not checkpoint them)
     df = df.drop(*({lay.time_col, ROW} - {T}))
@@ -184,7 +187,7 @@ def _adjust_frame(df, spec, inp, own, sources, read, limits, shared):
         with contextlib.suppress(OverflowError):  # (times and range beyond int64 ns)
             good = read - run.rejected_count(inp)  # (arrivals 1..good: bad rows have none)
             frame, step = engine.explain_in_parts(
-                df, spec, sources, own, good, counted, limits, inp.as_read
+                df, spec, sources, own, good, counted, limits, inp.as_read, inp.found_early
             )
             if inp.rejected is not None:  # the bad rows bring their explain columns: here
                 made = step.schema(frame.schema).fields  # they are null, made by the step

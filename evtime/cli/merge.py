@@ -93,11 +93,12 @@ def _sources(args: tuple[str, ...]) -> tuple[list[str], list[str]]:
     return names, paths
 
 
-def _setup(kw: dict, command: str, check=None, classify: bool = True, stream=None):
+def _setup(kw: dict, command: str, check=None, classify: bool = True, stream=None, meanwhile=None):
     """Check options, read the sources (``check(layout)`` before any work on them), and
     classify every row (only prepare it: ``classify=False``).  ``stream``: ``--state``
     (:mod:`evtime.cli.merge_state`): opens the state before Spark, and maps this run's
-    sources to the stream's."""
+    sources to the stream's.  ``meanwhile(spec)``: what run.start runs while Spark starts
+    (None: nothing)."""
     from evtime.errors import UsageError
     from evtime.units import duration_ns
 
@@ -135,7 +136,8 @@ def _setup(kw: dict, command: str, check=None, classify: bool = True, stream=Non
             check(lay)
 
     before = stream.opener(names) if stream else None
-    spark, df, lay, files = run.start(inp, ses, checks, before)
+    during = meanwhile(spec) if meanwhile and not stream else None
+    spark, df, lay, files = run.start(inp, ses, checks, before, during)
     groups = [f.group for f in files]
     if stream:
         spec, groups = stream.sources(spec, groups)
@@ -333,7 +335,18 @@ def merge(**kw) -> None:
             "flush": flush,
         }
         return merge_state.stateful({**kw, "state": state, "flush": flush}, out, check, started)
-    ses, inp, spec, df, lay = _setup(kw, "merge", check, classify=False)
+
+    def early(spec):  # the search's carry (see below), found while Spark starts
+        if not spec.simple or spec.marker or (discards and spec.width):
+            return None
+        from evtime.engine import merge as engine
+
+        def find(foot, files):
+            return engine.early_carry(spec, foot, [f.group for f in files])
+
+        return run.from_footers(find)
+
+    ses, inp, spec, df, lay = _setup(kw, "merge", check, classify=False, meanwhile=early)
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     from pyspark.sql import functions as F
 
@@ -351,7 +364,9 @@ def merge(**kw) -> None:
     step = None
     if spec.simple and not (spec.marker or (discards and spec.width) or run.in_driver()):
         late = engine.late_rows(df, spec, inp.as_read) if discards else None
-        df, step = engine.classify_in_order(df, spec, limits, late, inp.as_read, inp.sources)
+        df, step = engine.classify_in_order(
+            df, spec, limits, late, inp.as_read, inp.sources, inp.found_early
+        )
     if step is None:
         df = engine.classify(df, spec)
 

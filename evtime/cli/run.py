@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -68,6 +69,8 @@ class Inputs:
     as_read: object = None
     # merge: each input file's source number (set by its setup)
     sources: tuple[int, ...] = ()
+    # what start()'s ``meanwhile`` found while Spark started (see early()), else None
+    found_early: object = None
 
 
 @dataclass
@@ -147,11 +150,14 @@ def _check_outputs() -> None:
         check_path(params.get(key), bool(params.get("overwrite")))
 
 
-def start(inp: Inputs, ses: Session, check=None, before_spark=None):
+def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=None):
     """Spark session and the input DataFrame (lazy), checked against the columns it has;
     ``check(layout)`` runs before Spark starts (usage errors start no JVM).
     ``before_spark(files, lay) -> lay`` runs once the inputs are known, before Spark
-    starts; with it, no inputs are allowed (it gives the layout)."""
+    starts; with it, no inputs are allowed (it gives the layout).  ``meanwhile(files,
+    lay, opts)`` runs in a thread while Spark starts, for inputs Spark reads (not read
+    here); its result goes to ``inp.found_early`` (None if it failed: the run then does
+    that work itself, and reports what is wrong)."""
     from evtime.io import reader
     from evtime.io.sources import expand_inputs
     from evtime.session import SessionOptions, build_session
@@ -177,6 +183,9 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         from evtime.session import DRIVER_IO_CONF
 
         sopts.conf = {**DRIVER_IO_CONF, **sopts.conf}
+    found = None
+    if meanwhile is not None and files and not _in_driver:
+        found = _in_background(meanwhile, files, lay, opts)
     spark = build_session(sopts)
     from evtime.engine.scan import AsRead, order_arrivals
 
@@ -212,6 +221,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         inp.counted = (footing.good, footing.bad)
         inp.time_range = (footing.least, footing.greatest)
         inp.as_read = AsRead(footing.groups or (), footing.times, footing.file_rows)
+        inp.found_early = found() if found else None
         how = footing.how
         if SHUFFLE_PARTITIONS not in sopts.conf:
             shuffle_for(spark, sum(inp.counted))
@@ -236,6 +246,43 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None):
         inp.one_chunk = False
         inp.as_read = AsRead()
     return spark, df, lay, files
+
+
+def from_footers(find):  # -> a start() meanwhile
+    """A ``meanwhile`` for :func:`start`: ``find(footing, files)`` with the
+    :class:`~evtime.io.reader.Footing` of local Parquet inputs, from their footers, whose
+    times can be read here (else nothing is found)."""
+
+    def meanwhile(files, lay, opts):
+        from evtime.io.native import footing_here
+
+        foot = footing_here(files, lay, opts)
+        if foot is None or foot.times is None:
+            return None
+        return find(foot, files)
+
+    return meanwhile
+
+
+def _in_background(fn, *args):  # -> Callable[[], object]
+    """``fn(*args)`` started in a thread; the returned function waits for its result (None
+    when it raised: the caller does that work itself, and reports what went wrong)."""
+    import threading
+
+    box: list = [None]
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            box[0] = fn(*args)
+
+    thread = threading.Thread(target=run, name="evtime-meanwhile", daemon=True)
+    thread.start()
+
+    def result():
+        thread.join()
+        return box[0]
+
+    return result
 
 
 def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard"):

@@ -10,7 +10,7 @@ monotone ref sequence).  The output is the kept rows ordered by (evtime, arrival
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -23,7 +23,9 @@ from evtime.engine import present
 from evtime.engine.running import NONE, values_of
 from evtime.engine.scan import (
     AFTER_PARTS,
+    ArrivalsHere,
     AsRead,
+    Carry,
     KeptInPart,
     Ranges,
     apply_in_parts,
@@ -31,13 +33,13 @@ from evtime.engine.scan import (
     arrivals_here,
     bucket_number,
     bucketer,
+    carry_here,
     first_above,
     first_above_in_parts,
     in_ranges,
     join_small,
     kept_in_parts,
     key_numbers,
-    local_frame,
     positions_in_parts,
     prefix_max,
     reach_from,
@@ -47,7 +49,7 @@ from evtime.engine.scan import (
     value_limits,
 )
 from evtime.io.reader import CHUNK, FILE, PART, SEQ, T
-from evtime.units import unit_ns
+from evtime.units import truncated_range, unit_ns
 
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
 REF, ARRIVAL = "_evt_ref", "_evt_arrival"  # a key's reference time; a global arrival number
@@ -92,6 +94,40 @@ def _join_keys(df: DataFrame, small: DataFrame, keys: tuple[str, ...]) -> DataFr
     return joined.drop(one)
 
 
+def early_carry(spec: AdjustSpec, known) -> Carry | None:
+    """The search's carry for :func:`classify_in_order` without keys, from the input's
+    times read here and what is ``known`` of them (a :class:`~evtime.io.reader.Footing`:
+    ``times``, see :attr:`~evtime.engine.scan.AsRead.times`, the least and the greatest),
+    before any DataFrame exists: a run finds it while Spark starts (0.4 s for 10M rows,
+    otherwise spent before its job)."""
+    limits = truncated_range((known.least, known.greatest), spec.unit_ns)
+    if limits is None or spec.keys:
+        return None
+    return carry_here(reach_from(known.times, spec.unit_ns), (), *limits, spec.width)
+
+
+@dataclass(frozen=True)
+class EarlyExplain:
+    """What :func:`explain_in_parts` takes from one pass over the times read here, and the
+    search's carry, found while Spark starts (:func:`early_explain`)."""
+
+    arrivals: int
+    here: ArrivalsHere
+    carry: Carry
+
+
+def early_explain(spec: AdjustSpec, known) -> EarlyExplain | None:
+    """:class:`EarlyExplain` for ``known.good`` arrivals (see :func:`early_carry`)."""
+    limits = truncated_range((known.least, known.greatest), spec.unit_ns)
+    if limits is None or spec.keys:
+        return None
+    here = arrivals_here(known.times, spec.unit_ns, known.good)
+    if here is None:
+        return None
+    reach = here.dense(reach_from(known.times, spec.unit_ns))
+    return EarlyExplain(known.good, here, carry_here(reach, (), *limits, spec.width))
+
+
 def classify(
     df: DataFrame,
     spec: AdjustSpec,
@@ -118,6 +154,7 @@ def classify_in_order(
     spec: AdjustSpec,
     limits: tuple[int, int] | None = None,
     as_read: AsRead | None = None,
+    early: Carry | None = None,
 ) -> tuple[DataFrame, KeptInPart | None]:
     """:func:`classify` and :func:`order` in one pass, for runs that need only the keep flag
     (no reference time): a row is discarded exactly when an earlier arrival of its key has
@@ -127,11 +164,14 @@ def classify_in_order(
     Returns the rows in output order and the step that adds the keep flag to each whole
     part (:class:`~evtime.engine.scan.KeptInPart`; None: the rows have it).  ``as_read``:
     when it can read the times here (no keys), the search's carry comes from them, not
-    from a Spark job (:func:`~evtime.engine.scan.reach_from`)."""
+    from a Spark job (:func:`~evtime.engine.scan.reach_from`), or is ``early``, when that
+    is the carry of these limits (:func:`early_carry`, found while Spark started)."""
     timed = df.withColumn(EVT, _evtime(spec))
     reach = None
     if as_read is not None and as_read.times is not None and not spec.keys:
         reach = reach_from(as_read.times, spec.unit_ns)
+        if early is not None and limits is not None and early.fits((), *limits, spec.width):
+            reach = early
     try:  # (no rows: kept_in_parts gives them as one part)
         return kept_in_parts(timed, EVT, spec.width, SEQ, KEEP, spec.keys, limits, reach=reach)
     except OverflowError:  # a range beyond the int64 ns timeline: the prefix scan
@@ -245,6 +285,7 @@ def explain_in_parts(
     counts: str,
     limits: tuple[int, int] | None = None,
     as_read: AsRead | None = None,
+    early: EarlyExplain | None = None,
 ) -> tuple[DataFrame, ExplainInPart]:
     """:func:`explain` without a prefix scan, for ``arrivals`` rows: returns them in
     arrival order, as numbered parts with probe rows, and the step that makes each whole
@@ -269,14 +310,18 @@ def explain_in_parts(
 
     ``as_read``: when it can read the times here (no keys), the arrival numbers, the
     search's carry and the reference times the parts of arrivals start from come from one
-    pass over them (:func:`~evtime.engine.scan.arrivals_here`), not from Spark jobs.
+    pass over them (:func:`~evtime.engine.scan.arrivals_here`), not from Spark jobs;
+    ``early``: that pass and the carry, made already (:func:`early_explain`).
 
     Raises OverflowError when bounds or search values leave the int64 range."""
     shown = dict(own)
     keys = tuple(shown[k] for k in spec.keys)
-    here = None
+    here = carry = None
     if as_read is not None and as_read.times is not None and not keys:
-        here = arrivals_here(as_read.times, spec.unit_ns, arrivals)
+        if early is not None and early.arrivals == arrivals:
+            here, carry = early.here, early.carry
+        else:
+            here = arrivals_here(as_read.times, spec.unit_ns, arrivals)
     # (from here on rows are known by their arrival number: no SEQ through the shuffles)
     rows = df.withColumn(ARRIVAL, here.numbers()) if here else arrival_numbers(df, ARRIVAL, as_read)
     rows = rows.drop(CHUNK, SEQ).withColumn(EVT, _evtime(spec))
@@ -285,6 +330,8 @@ def explain_in_parts(
     if lims[0] is not None and lims[0] - spec.width < -(1 << 63):
         raise OverflowError(f"{EVT} - {spec.width} leaves the int64 range")
     reach = here.dense(reach_from(as_read.times, spec.unit_ns)) if here else None
+    if carry is not None and carry.fits((), *lims, spec.width):
+        reach = carry
     narrow = rows.select(*keys, EVT, ARRIVAL)
     parts, search = kept_in_parts(
         narrow, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK, reach=reach
@@ -298,39 +345,33 @@ def explain_in_parts(
     in_arrivals = bucketer(1, last)(F.col(ARRIVAL))
     # (evtime is made again from the time where it is shown: one column less to move)
     whole = rows.drop(EVT).withColumn(PART, in_arrivals)
-    if here:
-        carry = _tops_before(rows.sparkSession, here.tops)
+    tops = None
+    if here:  # (given to the step, not added as probe rows)
+        tops = tops_before(here.tops)
     else:
         top = rows.groupBy(*keys, in_arrivals.alias(PART)).agg(F.max(EVT).alias("_top"))
         carry = running(top, keys, PART, {EVT: ("max", "_top")}).where(F.col(EVT).isNotNull())
-    # (the carried reference time as a time: an evtime is its own evtime)
-    carry = carry.select(*keys, F.col(EVT).alias(T), PART, F.lit(0).cast("long").alias(ARRIVAL))
+        # (the carried reference time as a time: an evtime is its own evtime)
+        carry = carry.select(*keys, F.col(EVT).alias(T), PART, F.lit(0).cast("long").alias(ARRIVAL))
+        whole = whole.unionByName(carry, allowMissingColumns=True)
     found = found.withColumn(ARRIVAL, F.lit(0).cast("long"))
-    rows = whole.unionByName(carry, allowMissingColumns=True)
-    rows = rows.unionByName(found, allowMissingColumns=True)
+    rows = whole.unionByName(found, allowMissingColumns=True)
     # the parts of arrivals in runs, one per Spark partition, in order: each run can be
     # added to the output as soon as its task is done (arrival numbers are dense: the
     # runs are even)
     n = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     ranges = Ranges(n, bucket_number(1, last, last))
-    step = ExplainInPart(spec, tuple(sources), keys, counts, arrivals, ranges)
+    step = ExplainInPart(spec, tuple(sources), keys, counts, arrivals, ranges, tops)
     return in_ranges(rows, ranges).sortWithinPartitions(PART, ARRIVAL), step
 
 
-def _tops_before(spark, tops: np.ndarray) -> DataFrame:
-    """``(EVT, PART)``: per part of arrivals that has rows (its ``tops`` entry is not
-    :data:`~evtime.engine.running.NONE`), the greatest evtime of the parts before it, where
-    there is one (as ``running`` over the per-part maxima, from the times read here)."""
-    from pyspark.sql.types import LongType, StructField
-
+def tops_before(tops: np.ndarray) -> np.ndarray:
+    """Per part of arrivals that has rows (its ``tops`` entry, its greatest evtime, is not
+    :data:`~evtime.engine.running.NONE`), the greatest evtime of the parts before it
+    (NONE: there is none, or the part has no rows): ``running`` over the per-part maxima,
+    from the times read here."""
     before = np.r_[NONE, np.maximum.accumulate(tops)[:-1]]
-    rows = [
-        (int(b), p)
-        for p, (t, b) in enumerate(zip(tops, before, strict=True))
-        if t != NONE and b != NONE
-    ]
-    schema = StructType([StructField(EVT, LongType()), StructField(PART, LongType())])
-    return local_frame(spark, rows, schema)
+    return np.where(tops == NONE, NONE, before).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -463,7 +504,9 @@ class ExplainInPart:
     (sorted by arrival, probe rows first): the reference time per key as a running maximum,
     the output positions (:func:`kept_before`), then every explain column (SPEC §5) and the
     route (released rows ``out``, discarded ``discard``); the probe rows and the engine's
-    columns are left out."""
+    columns are left out.  ``tops``: without keys, per part of arrivals, the greatest
+    evtime of the parts before it (:func:`tops_before`), where the parts have no probe
+    rows for it."""
 
     spec: AdjustSpec
     sources: tuple[str, ...]
@@ -471,6 +514,7 @@ class ExplainInPart:
     counts: str
     arrivals: int
     ranges: Ranges | None = None  # how its parts are laid out in Spark partitions
+    tops: np.ndarray | None = field(default=None, compare=False)
 
     READS = (T, FILE, ARRIVAL, BLOB)
 
@@ -550,6 +594,11 @@ class ExplainInPart:
         t = values_of(part.column(T))  # (a probe row's: the evtime it carries)
         evt = t - np.mod(t, unit) if unit > 1 else t
         before, known = self.ref_before(part, evt)
+        if self.tops is not None and part.num_rows:  # (before every row of the part)
+            top = self.tops[part.column(PART)[0].as_py()]
+            if top != NONE:
+                before = np.where(known, np.maximum(before, top), top)
+                known[:] = True
         real = values_of(part.column(ARRIVAL)) > 0  # (probe rows: arrival 0)
         rows = part.filter(pa.array(real))
         before, known, evt = before[real], known[real], evt[real]

@@ -61,10 +61,12 @@ from evtime.engine.running import values_of
 from evtime.engine.scan import (
     UNBOUNDED,
     AsRead,
+    Carry,
     FilledInPart,
     KeptInPart,
     arrival_numbers,
     arrival_offsets,
+    carry_here,
     first_above,
     join_small,
     kept_in_parts,
@@ -75,7 +77,7 @@ from evtime.engine.scan import (
 )
 from evtime.errors import InputError, in_task
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ, Layout, T
-from evtime.units import unit_ns
+from evtime.units import truncated_range, unit_ns
 
 SRC, BND, EVT, CON = "_evt_src", "_evt_isbound", "_evt_evtime", "_evt_contrib"
 NOW, LAG = "_evt_now", "_evt_lag"
@@ -430,6 +432,7 @@ def classify_in_order(
     late: DataFrame | None = None,
     as_read: AsRead | None = None,
     sources: Sequence[int] = (),
+    early: tuple[tuple[int, ...], Carry] | None = None,
 ) -> tuple[DataFrame, KeptInPart | FilledInPart | None]:
     """:func:`classify` and the output order in one pass, for sources one after the other
     with data rows only (``spec.simple``, no bound marker) when only the keep flag is
@@ -441,10 +444,15 @@ def classify_in_order(
     Returns the rows and the step that adds ``KEEP`` to each part (None: a width beyond
     the int64 timeline; use :func:`classify`).  ``as_read``, ``sources`` (each input
     file's source number): when the times can be read here, the search's carry comes from
-    them, per source, not from a Spark job (as adjust's)."""
+    them, per source, not from a Spark job (as adjust's), or is ``early`` when that is
+    the carry of these sources and limits (:func:`early_carry`, found while Spark
+    started)."""
     reach = None
     if as_read is not None and as_read.times is not None and sources:
         reach = reach_from(as_read.times, spec.unit_ns, sources)
+        fits = early is not None and limits is not None and early[0] == tuple(sources)
+        if fits and early[1].fits([SRC], *limits, spec.width):
+            reach = early[1]
     try:
         # (every source's number is known: no aggregate over pairs per row to find them)
         keys = df.sparkSession.range(spec.n).select(F.col("id").cast("int").alias(SRC))
@@ -453,6 +461,20 @@ def classify_in_order(
         )
     except OverflowError:
         return df, None
+
+
+def early_carry(
+    spec: MergeSpec, known, sources: Sequence[int]
+) -> tuple[tuple[int, ...], Carry] | None:
+    """The search's carry for :func:`classify_in_order`, per source (``sources``: each
+    input file's source number), from the input's times read here and what is ``known``
+    of them (a :class:`~evtime.io.reader.Footing`), before any DataFrame exists (as
+    adjust's :func:`~evtime.engine.adjust.early_carry`); with the sources it is for."""
+    limits = truncated_range((known.least, known.greatest), spec.unit_ns)
+    if limits is None or not sources:
+        return None
+    reach = reach_from(known.times, spec.unit_ns, sources)
+    return tuple(sources), carry_here(reach, [SRC], *limits, spec.width)
 
 
 def late_rows(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> DataFrame:

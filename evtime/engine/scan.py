@@ -207,7 +207,7 @@ def rounded_up(x: np.ndarray, unit: int | None) -> np.ndarray:
 
 
 Times = Callable[..., Iterator[tuple[np.ndarray, np.ndarray]]]  # see AsRead.times
-Reach = Callable[[np.ndarray], Mapping[tuple, np.ndarray]]  # see _carry_here
+Reach = Callable[[np.ndarray], Mapping[tuple, np.ndarray]]  # see carry_here
 
 
 def reach_from(times: Times, unit: int | None, keys: Sequence[int] = ()) -> Reach:
@@ -503,7 +503,7 @@ def _with_probes(
     lo: int,
     hi: int,
     keys: DataFrame | None = None,
-    reach: Reach | None = None,
+    carried: bool = False,
 ) -> DataFrame:
     """The rows of :func:`first_above_in_parts` with ``PART`` and :data:`PROBE`, plus the
     probe rows (``by``, ``lead``, ``arrival``, ``PART``; the rest null) that put into each
@@ -511,9 +511,9 @@ def _with_probes(
     within ``width`` of the part's lower edge, copied into it) and the *carry* (per part,
     the least arrival of the rows beyond the part + ``width``, with ``lead`` above every
     row's ``lead + width``).  ``keys``: every value of ``by`` (a small table of those
-    columns), when known, such as merge's source numbers.  ``reach``: the carry found
-    without a Spark job (see :func:`_carry_here`).  Raises OverflowError when that
-    value leaves the int64 range."""
+    columns), when known, such as merge's source numbers.  ``carried``: the carry is
+    found here and given to the step (:class:`Carry`), not added as rows.  Raises
+    OverflowError when that value leaves the int64 range."""
     beyond = hi + width + 1  # above every row's lead + width: the carry rows' value
     if beyond + width + 1 >= 1 << 63:
         raise OverflowError(f"{lead} + {width} leaves the int64 range")
@@ -521,13 +521,12 @@ def _with_probes(
     back = F.col(lead) - F.lit(width + 1)  # a row passes the rows at or below this value
     reaches = F.col(lead) >= F.lit(lo + width + 1)  # the row passes some value
     own, reached = bucket(F.col(lead)), bucket(back)  # its part; the lowest part it passes
-    if reach is not None:
-        carry = _carry_here(df, reach, by, arrival, lo, hi, width)
-    else:
+    carry = None
+    if not carried:
         carry = _carry_in_spark(df, by, arrival, lo, reaches, reached, own, keys)
-    carry = carry.where(F.col(arrival).isNotNull()).select(
-        *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(PROBE)
-    )
+        carry = carry.where(F.col(arrival).isNotNull()).select(
+            *by, F.lit(beyond).alias(lead), arrival, PART, F.lit(True).alias(PROBE)
+        )
     # the halo in the same scan as the rows (a union would read the input once more): a
     # row that reaches back into an earlier part comes out twice, the second time as a
     # probe there, with only its key, lead and arrival
@@ -539,7 +538,7 @@ def _with_probes(
         F.when(probe, reached).otherwise(_part(bucket, lead)).alias(PART),
         PROBE,
     )
-    return rows.unionByName(carry, allowMissingColumns=True)
+    return rows if carry is None else rows.unionByName(carry, allowMissingColumns=True)
 
 
 def _carry_in_spark(
@@ -585,22 +584,61 @@ def _carry_in_spark(
     return running(least, by, PART, {arrival: ("min", "_fa_m")}, descending=True, at=every)
 
 
-def _carry_here(
-    df: DataFrame,
-    reach: Reach,
-    by: Sequence[str],
-    arrival: str,
-    lo: int,
-    hi: int,
-    width: int,
-) -> DataFrame:
-    """The carry of :func:`_with_probes`, ``(by..., PART, arrival)``, from
-    ``reach(thresholds)``: per key (a tuple of the values of ``by``; ``()`` without keys),
-    per ascending threshold, the first arrival of the key whose lead is at or above it
-    (-1: none; :func:`first_reaching` over the times read here).  A row passes the whole
-    of part ``p`` when its ``lead - width - 1`` falls in a later part, that is, when its
-    lead is at least the lower edge of part ``p + 1`` plus ``width + 1``.  No Spark job,
-    where the aggregate over the input cost a job of its own (a scan of the input) and a
+@dataclass(frozen=True)
+class Carry:
+    """The carry of :func:`_with_probes` found here (:func:`carry_here`): per key (a tuple
+    of the values of ``by``; ``()`` without keys), per part below the last, the least
+    arrival of the key's rows that pass the whole part (-1: none).  The step of
+    :func:`kept_in_parts` takes it into each part's search (:meth:`of`): as probe rows,
+    it cost a small DataFrame made here (0.3-0.4 s of a cold run's planning) and a
+    union before the shuffle.  ``at``: the ``(lo, hi, width)`` it was found for."""
+
+    by: tuple[str, ...]
+    at: tuple[int, int, int]
+    found: Mapping[tuple, np.ndarray] = field(compare=False)
+
+    def fits(self, by: Sequence[str], lo: int | None, hi: int | None, width: int) -> bool:
+        """Is it the carry of these keys, limits and width?"""
+        return self.by == tuple(by) and self.at == (lo, hi, width)
+
+    def of(self, part: pa.Table) -> np.ndarray:
+        """Per row of a whole part (every row of one ``PART``): its key's carry there."""
+        out = np.full(part.num_rows, -1, np.int64)
+        if part.num_rows == 0:
+            return out
+        p = part.column(PART)[0].as_py()
+        for key, found in self.found.items():
+            if p >= len(found) or found[p] < 0:
+                continue
+            if not self.by:
+                out[:] = found[p]
+                continue
+            mine = np.ones(part.num_rows, bool)
+            for c, v in zip(self.by, key, strict=True):
+                mine &= _same(part.column(c), v)
+            out[mine] = found[p]
+        return out
+
+
+def _same(col: pa.ChunkedArray, value) -> np.ndarray:
+    """Per value of ``col``: is it ``value``, as Spark's grouping compares keys (null is a
+    key of its own, so is NaN)?"""
+    if value is None:
+        same = pc.is_null(col)
+    elif isinstance(value, float) and value != value:
+        same = pc.is_nan(col)
+    else:
+        same = pc.equal(col, value)
+    return pc.fill_null(same, False).to_numpy(zero_copy_only=False)
+
+
+def carry_here(reach: Reach, by: Sequence[str], lo: int, hi: int, width: int) -> Carry:
+    """The :class:`Carry` from ``reach(thresholds)``: per key, per ascending threshold,
+    the first arrival of the key whose lead is at or above it (-1: none;
+    :func:`first_reaching` over the times read here).  A row passes the whole of part
+    ``p`` when its ``lead - width - 1`` falls in a later part, that is, when its lead is
+    at least the lower edge of part ``p + 1`` plus ``width + 1``.  No Spark job, where the
+    aggregate over the input cost a job of its own (a scan of the input) and a
     broadcast."""
     shift = max(0, (hi - lo).bit_length() - BUCKET_BITS)
     top = (1 << BUCKET_BITS) - 1  # (the last part has no later part)
@@ -608,28 +646,7 @@ def _carry_here(
     thresholds = np.array(
         [min(lo + ((p + 1) << shift) + width + 1, most) for p in range(top)], np.int64
     )
-    rows = [
-        (*key, p, int(a))
-        for key, found in reach(thresholds).items()
-        for p, a in enumerate(found.tolist())
-        if a >= 0
-    ]
-    types = {f.name: f.dataType for f in df.schema}
-    fields = [StructField(c, types[c]) for c in by]
-    schema = StructType([*fields, StructField(PART, LongType()), StructField(arrival, LongType())])
-    return local_frame(df.sparkSession, rows, schema)
-
-
-def local_frame(spark, rows: Sequence[tuple], schema: StructType) -> DataFrame:
-    """A small table made here as a DataFrame that Spark holds itself: from Arrow, a local
-    table scan.  (From a list of rows, Spark runs tasks in Python workers to unpickle it,
-    after the stage's other tasks: 0.5 s at the end of explain adjust's first stage.)"""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    arrow = to_arrow_schema(schema)
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(arrow)
-    arrays = [pa.array(list(c), f.type) for c, f in zip(columns, arrow, strict=True)]
-    return spark.createDataFrame(pa.Table.from_arrays(arrays, schema=arrow), schema)
+    return Carry(tuple(by), (lo, hi, width), dict(reach(thresholds)))
 
 
 def first_above_in_parts(
@@ -684,7 +701,9 @@ class KeptInPart:
     later than its own arrival, or there is none.  Called with a part, it yields the part's
     batches without the probe rows, with the boolean column ``out``; with ``least``, also
     that least arrival (null: none; for a kept row, the arrival that releases it); with
-    ``rank``, the kept rows' 1-based positions in the part (null for the others)."""
+    ``rank``, the kept rows' 1-based positions in the part (null for the others).
+    ``carry``: the arrivals that pass a whole part, found here (:class:`Carry`), where
+    the part has no probe rows for them."""
 
     lead: str
     arrival: str
@@ -693,6 +712,7 @@ class KeptInPart:
     by: tuple[str, ...] = ()
     least: str | None = None
     rank: str | None = None
+    carry: Carry | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -724,6 +744,12 @@ class KeptInPart:
             kept, found = np.empty(len(order), bool), np.empty(len(order), bool)
             least = np.empty(len(order), np.int64)
             kept[order], least[order], found[order] = self.search(lead[order], arrival[order], key)
+        if self.carry is not None:  # (passes every row of the part: the least with the rest)
+            carry = self.carry.of(part)
+            has = carry >= 0
+            least = np.where(found & has, np.minimum(least, carry), np.where(has, carry, least))
+            found |= has
+            kept = ~found | (least > arrival)
         real = ~values_of(part.column(PROBE))
         rank = np.cumsum(kept & real) if self.rank else None
         start = 0
@@ -844,7 +870,7 @@ def kept_in_parts(
     rank: str | None = None,
     fill: DataFrame | None = None,
     keys: DataFrame | None = None,
-    reach: Reach | None = None,
+    reach: Reach | Carry | None = None,
 ) -> tuple[DataFrame, KeptInPart | FilledInPart]:
     """The rows in numbered parts, in the order ``(lead, arrival)`` (as
     :func:`sort_in_parts`), for the keep rule of a bound ``width`` behind the running
@@ -863,13 +889,22 @@ def kept_in_parts(
     ``arrival`` and columns of values for them, such as the words of a discard); they go
     into the parts beside those rows, and the step is a :class:`FilledInPart`, which gives
     each row it does not keep the values of its fill row (the rows without one: null).
-    ``keys``: every value of ``by``, when known; ``reach``: see :func:`_with_probes`."""
+    ``keys``: every value of ``by``, when known; ``reach``: the carry found here (see
+    :func:`carry_here`), without a Spark job, or that :class:`Carry`, found already (for
+    these ``by``, limits and width: the caller checks :meth:`Carry.fits`)."""
     lo, hi = limits or value_limits(df, lead)
-    step = KeptInPart(lead, arrival, width, out, tuple(by), least, rank)
+    carry = None
+    if isinstance(reach, Carry):
+        if not reach.fits(by, lo, hi, width):
+            raise ValueError(f"a carry for {reach.at}, not {(lo, hi, width)}")
+        carry = reach
+    elif reach is not None and lo is not None:
+        carry = carry_here(reach, by, lo, hi, width)
+    step = KeptInPart(lead, arrival, width, out, tuple(by), least, rank, carry)
     if lo is None:
         rows = df.withColumns({PART: F.lit(0).cast("long"), PROBE: F.lit(False)})
     else:
-        rows = _with_probes(df, lead, width, arrival, by, lo, hi, keys, reach)
+        rows = _with_probes(df, lead, width, arrival, by, lo, hi, keys, carry is not None)
     if fill is not None:  # (no rows: no fill rows either, but their columns)
         values = tuple(c for c in fill.columns if c not in {*by, lead, arrival})
         # (probes to the search: each the copy of a row's key, lead and arrival, which

@@ -401,6 +401,15 @@ def _given_schema(lay: Layout):  # -> StructType | None
     return from_arrow_schema(lay.carried)
 
 
+def footing_here(files: list[InputFile], lay: Layout, opts: ReadOptions) -> Footing | None:
+    """The :class:`Footing` :func:`read_native` gives, from the footers alone (no Spark):
+    None where it would read otherwise for a reason known before Spark starts."""
+    footers: list = []
+    if problem(files, lay, opts, footers):
+        return None
+    return _footing(files, footers, lay)
+
+
 def read_native(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):
     """The DataFrame of :func:`~evtime.io.reader.read_tasks`, read by Spark's Parquet
     reader, and its :class:`Footing`; None when it cannot give exactly that (the caller
