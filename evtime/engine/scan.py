@@ -487,8 +487,8 @@ def in_ranges(df: DataFrame, ranges: Ranges) -> DataFrame:
     table = F.array(*[F.lit(keys[i]).cast("long") for i in range(n)])
     part = F.least(F.col(PART), F.lit(ranges.top))
     at = F.floor(part * F.lit(n) / F.lit(ranges.top + 1)).cast("int") + F.lit(1)
-    key = "_evt_to"
-    return df.withColumn(key, F.element_at(table, at)).repartition(n, key).drop(key)
+    # (an expression, not a column: the shuffle computes it, the rows do not carry it)
+    return df.repartition(n, F.element_at(table, at))
 
 
 PROBE = "_fa_probe"  # rows that only take part in the in-parts search (halo, carry)
