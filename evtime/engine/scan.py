@@ -758,7 +758,10 @@ class KeptInPart:
             rows = real[start : start + n]
             at = slice(start, start + n)
             start += n
-            b = b.filter(pa.array(rows)).drop_columns([PROBE])
+            if not rows.any():  # (probes sort last in a part: batches of them alone)
+                continue
+            # (most batches have no probe: no copy)
+            b = (b if rows.all() else b.filter(pa.array(rows))).drop_columns([PROBE])
             k = kept[at][rows]
             b = b.append_column(self.out, pa.array(k))
             if self.least:

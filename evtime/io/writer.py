@@ -547,20 +547,17 @@ class Early:
 
 def parts_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:
     """Batches of rows sorted by ``PART`` cut into runs of one part: ``(part, run)``."""
-    import pyarrow.compute as pc
-
     for batch in batches:
         if batch.num_rows == 0:
             continue
-        parts = batch.column(PART)
-        first, last = parts[0].as_py(), parts[-1].as_py()
+        parts = batch.column(PART).to_numpy()  # (int64 without nulls: no copy)
+        first, last = int(parts[0]), int(parts[-1])
         if first == last:
             yield first, batch
             continue
-        cuts = pc.indices_nonzero(pc.not_equal(parts[1:], parts[:-1])).to_pylist()
-        starts = [0, *(i + 1 for i in cuts), batch.num_rows]
+        starts = [0, *(np.flatnonzero(parts[1:] != parts[:-1]) + 1).tolist(), batch.num_rows]
         for lo, hi in zip(starts, starts[1:], strict=False):
-            yield parts[lo].as_py(), batch.slice(lo, hi - lo)
+            yield int(parts[lo]), batch.slice(lo, hi - lo)
 
 
 def part_path(staging: str, name: str, part: int) -> str:
