@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from evtime.io.timeparse import check_format, format_ns, to_ns
+from evtime.io.timeparse import check_format, format_ns, to_ns, truncated_text
+from evtime.units import UNITS
 
 SEED_FMT = "yyyy/MM/dd HH:mm:ss:SSSSSSSSS"
 T0 = 1235909722345678901  # 2009-03-01T12:15:22.345678901Z
@@ -420,3 +421,19 @@ def test_iso_read_by_arrow_as_by_the_scanner(texts, tz):
 
     arr = pa.array(texts, pa.string())
     assert to_ns(arr, tz=tz).equals(_from_fields(arr, _ISO, tz))
+
+
+@given(
+    times=st.lists(
+        st.one_of(st.none(), st.integers(-(2**62), 2**62), st.integers(-(10**13), 10**13)),
+        max_size=40,
+    ),
+    unit=st.sampled_from(list(UNITS.values())),
+)
+def test_truncated_text_is_the_text_of_the_truncated_times(times, unit):
+    """explain's evtime text made from its time text: the text of the floored times."""
+    floored = [None if t is None else t - t % unit for t in times]
+    got = truncated_text(format_ns(pa.array(times, pa.int64())), unit)
+    assert got is not None
+    assert got.equals(format_ns(pa.array(floored, pa.int64())))
+    assert truncated_text(format_ns(pa.array(times, pa.int64())), 7) is None  # (not a unit)

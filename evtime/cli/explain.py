@@ -160,6 +160,7 @@ def explain_adjust(**kw) -> None:
             present.shown_columns(("ref",), own),
             list(present.NS_COLUMNS),
             kw["overwrite"],
+            text_of={"evtime": ("time", spec.unit_ns)},  # (the time truncated to the unit)
         )
         counts = run.write_and_publish(frame, [sink], lay, step, shown.schema)
         if kw["plot"]:

@@ -432,3 +432,37 @@ def format_ns(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pa.Array.from_buffers(
         pa.string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(rows)], arr.null_count
     )
+
+
+# per unit (ns): the places of format_ns's text that truncating a time to it sets to 0
+_ZEROED = {
+    1_000: [*range(26, 29)],
+    1_000_000: [*range(23, 29)],
+    1_000_000_000: [*range(20, 29)],
+    60_000_000_000: [17, 18, *range(20, 29)],
+    3_600_000_000_000: [14, 15, 17, 18, *range(20, 29)],
+    86_400_000_000_000: [11, 12, 14, 15, 17, 18, *range(20, 29)],
+}
+
+
+def truncated_text(iso: pa.Array, unit: int) -> pa.Array | None:
+    """The text :func:`format_ns` gives for times truncated to ``unit`` ns (floored: ``t -
+    t mod unit``, every unit of evtime.units.UNITS), from its text of the times ``iso``: the
+    digits below the unit set to 0 (UTC fields are floors of the time too).  None when
+    ``iso`` is not that text of fixed width (years beyond four digits), or the unit is
+    another."""
+    if unit == 1:
+        return iso
+    zeroed = _ZEROED.get(unit)
+    _, offsets, data = iso.buffers()
+    n = len(iso)
+    if zeroed is None or iso.offset or n * ISO_WIDTH >= 1 << 31:
+        return None
+    if np.frombuffer(offsets, np.int32, n + 1)[-1] != n * ISO_WIDTH:
+        return None
+    rows = np.frombuffer(data, np.uint8, n * ISO_WIDTH).reshape(n, ISO_WIDTH).copy()
+    rows[:, zeroed] = ord("0")
+    valid = iso.buffers()[0] if iso.null_count else None
+    return pa.Array.from_buffers(
+        pa.string(), n, [valid, offsets, pa.py_buffer(rows)], iso.null_count
+    )

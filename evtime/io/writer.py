@@ -30,7 +30,7 @@ from evtime.io import jsonlines
 from evtime.io.reader import PART, Layout
 from evtime.io.sources import format_of
 from evtime.io.staging import note_temp
-from evtime.io.timeparse import format_ns
+from evtime.io.timeparse import format_ns, truncated_text
 
 ROUTE = "_evt_route"  # which sink a row goes to ('' = counted, written nowhere)
 OUT_FORMATS = ("csv", "parquet", "jsonl", "table")
@@ -86,6 +86,9 @@ class Sink:
     overwrite: bool = False
     raw: bool = False  # columns as Spark carries them (evtime's own state files)
     derived: dict[str, Derived] = field(default_factory=dict)  # columns made in Arrow
+    # ns columns whose text is another's (written before it) truncated to a unit (ns): made
+    # from that text (see timeparse.truncated_text), not formatted again
+    text_of: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def reads(self) -> set[str]:
         """The columns of the rows it reads."""
@@ -146,10 +149,17 @@ def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
     if sink.raw:
         return pa.Table.from_batches([batch.select(sink.columns)])
     cols, names = [], []
+    texts: dict[str, pa.Array] = {}
     for name in sink.columns:
         arr = sink.column(batch, name)
-        if name in sink.ns_columns:
-            arr = arr.cast(pa.timestamp("ns", "UTC")) if sink.fmt == "parquet" else format_ns(arr)
+        if name in sink.ns_columns and sink.fmt == "parquet":
+            arr = arr.cast(pa.timestamp("ns", "UTC"))
+        elif name in sink.ns_columns:
+            src, unit = sink.text_of.get(name, (None, 0))
+            made = None
+            if src in texts and not arr.null_count and not texts[src].null_count:
+                made = truncated_text(texts[src], unit)
+            arr = texts[name] = format_ns(arr) if made is None else made
         else:
             arr = lay.restore(name, arr)
             if sink.fmt != "parquet" and pa.types.is_timestamp(arr.type):
