@@ -69,7 +69,7 @@ class Inputs:
     as_read: object = None
     # merge: each input file's source number (set by its setup)
     sources: tuple[int, ...] = ()
-    # what start()'s ``meanwhile`` found while Spark started (see early()), else None
+    # what start()'s ``meanwhile`` found while Spark started, else None (set by start())
     found_early: object = None
 
 
