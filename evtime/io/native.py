@@ -414,8 +414,8 @@ def read_native(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):
     """The DataFrame of :func:`~evtime.io.reader.read_tasks`, read by Spark's Parquet
     reader, and its :class:`Footing`; None when it cannot give exactly that (the caller
     reads with pyarrow)."""
-    footers: list = []
-    if problem(files, lay, opts, footers) or _conf_problem(spark, lay):
+    footing = footing_here(files, lay, opts)
+    if footing is None or _conf_problem(spark, lay):
         return None
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
@@ -431,7 +431,7 @@ def read_native(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):
         expected = [(f.name, f.dataType) for f in spark_schema(lay, opts)]
         if [(f.name, f.dataType) for f in df.schema] != expected:
             return None
-        return df, _footing(files, footers, lay)
+        return df, footing
     except (PySparkException, Py4JError, EvtimeError):
         # Spark cannot list or read them (no FileSystem for the scheme, ...): pyarrow can,
         # or says why not
