@@ -197,7 +197,7 @@ def classify(
 
 def decide(spec: BoundSpec) -> dict[str, Column]:
     """``DECISION`` and ``EVT`` from the bound in force (``BEFORE``) and ``T0``."""
-    late = ~F.col(MARK) & F.col(BEFORE).isNotNull() & (F.col(T0) < F.col(BEFORE))
+    late = _late()
     late_decision = present.ADJUSTED if spec.late == "adjust" else present.DISCARDED
     return {
         DECISION: F.when(F.col(MARK), present.BOUND)
@@ -205,6 +205,22 @@ def decide(spec: BoundSpec) -> dict[str, Column]:
         .otherwise(present.RELEASED),
         EVT: F.when(late & F.lit(spec.late == "adjust"), F.col(BEFORE)).otherwise(F.col(T0)),
     }
+
+
+def _late() -> Column:
+    """A data row below the bound in force."""
+    return ~F.col(MARK) & F.col(BEFORE).isNotNull() & (F.col(T0) < F.col(BEFORE))
+
+
+def route_number(spec: BoundSpec) -> Column:
+    """:func:`route` ``(numbered=True)`` from what :func:`decide` decides on, not from the
+    ``DECISION`` text (no string compared per row)."""
+    late = ROUTES.index("adjusted" if spec.late == "adjust" else "discard")
+    return (
+        F.when(F.col(MARK), F.lit(ROUTES.index("bound")))
+        .when(_late(), F.lit(late))
+        .otherwise(F.lit(ROUTES.index("released")))
+    )
 
 
 def prepare(

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
@@ -37,7 +37,6 @@ from evtime.engine.bound import (
     ROWS,
     WS,
     BoundSpec,
-    accepted,
     check_names,
     close,
     closing_arrivals,
@@ -45,7 +44,7 @@ from evtime.engine.bound import (
     last_start,
     quote,
     raises_bound,
-    route,
+    route_number,
     window_starts,
 )
 from evtime.engine.scan import count_offsets, key_numbers, numbered
@@ -55,36 +54,36 @@ FACT, GROUP, ROUTED, LEAST = "_evt_fact", "_evt_group", "_evt_routed", "_evt_lea
 WINDOW, POINT, COUNT = 0, 1, 2
 
 
-def _fact(kind: int, group: Column) -> Column:
-    return F.struct(F.lit(kind).alias("f"), group.cast("long").alias("g"))
-
-
 def tally(cl: DataFrame, spec: BoundSpec, items: Sequence[str]) -> tuple[DataFrame, list[str]]:
     """The facts of every row of ``cl`` (:func:`bound.classify`) aggregated:
     ``(FACT, GROUP, ROUTED, keys..., aggregates..., ROWS, LEAST)``, and the aggregates'
     column names in ``--agg`` order.  ``items``: Spark SQL aggregate expressions."""
     # (no higher-order function such as transform: they are not compiled to code, and
     # cost more than the whole aggregate here)
+    # (the route's number, not its name: string keys cost more to hash and compare)
+    cl = cl.withColumn(ROUTED, route_number(spec))
+    took = F.col(ROUTED) >= ROUTES.index("adjusted")  # (accepted(), without the text)
     if spec.step > spec.size or (spec.step == spec.size and not spec.inclusive):
         # tumbling with exclusive ends, or gapped: at most one window per row
         x, first = cl, F.lit(True)
-        start = F.when(accepted(), last_start(spec))
+        start = F.when(took, last_start(spec))
     else:  # hopping: a row per window (one for a row in none), its facts on the first
-        starts = F.when(accepted(), window_starts(spec))
+        starts = F.when(took, window_starts(spec))
         x = cl.select("*", F.posexplode_outer(starts).alias("_evt_i", "_evt_s"))
         first, start = F.coalesce(F.col("_evt_i"), F.lit(0)) == 0, F.col("_evt_s")
+    # a fact per kind, its place in the array (WINDOW, POINT, COUNT) the kind: an array of
+    # int64, no struct per fact
     facts = F.array(
-        _fact(WINDOW, start),
-        _fact(POINT, F.when(first & raises_bound(), closing_value(spec))),
-        _fact(COUNT, F.when(first, F.col(CHUNK))),
+        start.cast("long"),
+        F.when(first & raises_bound(), closing_value(spec)).cast("long"),
+        F.when(first, F.col(CHUNK)).cast("long"),
     )
-    # (the route's number, not its name, in the key: string keys cost more to hash and compare)
-    x = x.withColumn(ROUTED, route(numbered=True)).select("*", F.explode(facts).alias("_evt_x"))
-    x = x.where(F.col("_evt_x.g").isNotNull())
-    kind = F.col("_evt_x.f")
+    x = x.select("*", F.posexplode(facts).alias("_evt_f", "_evt_g"))
+    x = x.where(F.col("_evt_g").isNotNull())
+    kind = F.col("_evt_f")
     t = x.groupBy(
         kind.alias(FACT),
-        F.col("_evt_x.g").alias(GROUP),
+        F.col("_evt_g").alias(GROUP),
         F.when(kind == COUNT, F.col(ROUTED)).alias(ROUTED),
         *[F.when(kind != COUNT, F.col(k)).alias(k) for k in spec.keys],
     ).agg(
