@@ -101,7 +101,11 @@ def _engine(spark, keyed, events, cfg, explain=True):
         if not explain:  # the one pass of runs that write only the windows
             from evtime.engine import bound_tally
 
-            t, names = bound_tally.tally(engine.classify(df, spec), spec, aggs)
+            cl = engine.classify(df, spec)
+            # the tally's route number, from the decision's conditions, is the decision's
+            both = cl.select(engine.route_number(spec), engine.route(numbered=True)).collect()
+            assert [a for a, b in both if a != b] == []
+            t, names = bound_tally.tally(cl, spec, aggs)
             t = t.localCheckpoint()
             # (with the search's value range from the counts, as the CLI runs it)
             routes, _, limits, _ = bound_tally.counts(t, spec)
