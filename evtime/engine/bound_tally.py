@@ -62,7 +62,8 @@ def tally(cl: DataFrame, spec: BoundSpec, items: Sequence[str]) -> tuple[DataFra
     # cost more than the whole aggregate here)
     # (the route's number, not its name: string keys cost more to hash and compare)
     cl = cl.withColumn(ROUTED, route_number(spec))
-    took = F.col(ROUTED) >= ROUTES.index("adjusted")  # (accepted(), without the text)
+    # (accepted(), without the text)
+    took = F.col(ROUTED).isin(ROUTES.index("adjusted"), ROUTES.index("released"))
     if spec.step > spec.size or (spec.step == spec.size and not spec.inclusive):
         # tumbling with exclusive ends, or gapped: at most one window per row
         x, first = cl, F.lit(True)
