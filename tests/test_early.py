@@ -72,6 +72,8 @@ def test_what_is_found_while_spark_starts_changes_nothing(
     late = run_cli(*args, *inputs, "-o", tmp_path / f"late.{ext}")
     assert late.exit_code == 0, late.stderr
     assert isinstance(found[0], kind) and found[1] is None
+    if case == "merge":  # (the carry per source looked up by its number, Carry.of)
+        assert found[0][1]._by_number is not None
     assert (tmp_path / f"early.{ext}").read_bytes() == (tmp_path / f"late.{ext}").read_bytes()
     said = [re.sub(r"\(\d+\.\ds\)", "", r.stderr) for r in (early, late)]
     assert said[0] == said[1] and int(re.search(r"discarded (\d+)", said[0])[1]) > 0

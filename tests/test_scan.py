@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from evtime.engine.running import NONE
 from evtime.engine.scan import (
     AsRead,
+    Carry,
     FilledInPart,
     KeptInPart,
     apply_in_parts,
@@ -269,6 +270,32 @@ def test_kept_in_parts_is_the_rule_over_arrival_order(
     order = sorted(range(len(vals)), key=lambda i: (vals[i], i))
     assert [r["i"] for r in sorted(got, key=lambda r: (r[PART], r["v"], r["i"]))] == order
     assert {r["i"]: r["keep"] for r in got} == dict(enumerate(want))
+
+
+I64 = (-(1 << 63), (1 << 63) - 1)
+
+
+@given(
+    found=st.dictionaries(
+        st.integers(-3, 6), st.lists(st.integers(-1, 50), min_size=0, max_size=6), min_size=1
+    ),
+    rows=st.lists(st.sampled_from([*range(-4, 8), *I64]), min_size=1, max_size=30),
+    part=st.integers(0, 7),
+    typ=st.sampled_from(["int8", "int32", "int64"]),
+)
+def test_carry_of_one_integer_key_is_each_rows_keys_carry(found, rows, part, typ):
+    """With one integer key (merge's sources) the carry is looked up by number: per row,
+    its key's carry in the part, -1 where the key has none (not in ``found``, a part past
+    its array, or -1 there); any int64 value, and narrower integer columns."""
+    import pyarrow as pa
+
+    if typ != "int64":
+        rows = [v for v in rows if v not in I64] or [0]
+    carry = Carry(("k",), (0, 1, 0), {(k,): np.array(f, np.int64) for k, f in found.items()})
+    table = pa.table({"k": pa.array(rows, typ), PART: pa.array([part] * len(rows), pa.int64())})
+    got = carry.of(table)
+    want = [found[v][part] if v in found and part < len(found[v]) else -1 for v in rows]
+    assert got.tolist() == want
 
 
 def test_kept_in_parts_with_the_carry_found_here_reads_its_input_once(spark):

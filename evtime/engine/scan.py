@@ -26,6 +26,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
 import pyarrow as pa
@@ -601,12 +602,45 @@ class Carry:
         """Is it the carry of these keys, limits and width?"""
         return self.by == tuple(by) and self.at == (lo, hi, width)
 
+    @cached_property
+    def _by_number(self) -> tuple[int, np.ndarray, np.ndarray] | None:
+        """With one integer key of a small range (merge's source numbers): the least key,
+        per key from one below it to one above the greatest its row of the table (keys
+        not in ``found``: the last row), and the table: per row and part (column) the
+        carry, -1 for none (the last row: all none).  None for other keys."""
+        keys = [k for (k,) in self.found] if len(self.by) == 1 else []
+        if not keys or not all(isinstance(k, int | np.integer) for k in keys):
+            return None
+        if any(isinstance(k, bool | np.bool_) for k in keys):
+            return None
+        keys = [int(k) for k in keys]
+        lo, span = min(keys), max(keys) - min(keys) + 1
+        if span > 1 << 16:
+            return None
+        width = max(len(f) for f in self.found.values())
+        table = np.full((len(keys) + 1, width), -1, np.int64)
+        row = np.full(span + 2, len(keys), np.int64)
+        for i, (k, f) in enumerate(zip(keys, self.found.values(), strict=True)):
+            table[i, : len(f)] = np.where(f < 0, -1, f)
+            row[k - lo + 1] = i
+        return lo, row, table
+
     def of(self, part: pa.Table) -> np.ndarray:
         """Per row of a whole part (every row of one ``PART``): its key's carry there."""
         out = np.full(part.num_rows, -1, np.int64)
         if part.num_rows == 0:
             return out
         p = part.column(PART)[0].as_py()
+        numbered = self._by_number
+        col = part.column(self.by[0]) if self.by else None
+        if numbered is not None and pa.types.is_integer(col.type) and not col.null_count:
+            # (one lookup per row, not one comparison of the part's rows per key)
+            lo, row, table = numbered
+            if p >= table.shape[1]:
+                return out
+            v = values_of(col).astype(np.int64, copy=False)
+            inside = (v >= lo) & (v <= lo + len(row) - 3)  # (no int64 wrap below)
+            return table[:, p][row[np.where(inside, v - lo + 1, 0)]]
         for key, found in self.found.items():
             if p >= len(found) or found[p] < 0:
                 continue
