@@ -604,10 +604,10 @@ class Carry:
 
     @cached_property
     def _by_number(self) -> tuple[int, np.ndarray, np.ndarray] | None:
-        """With one integer key of a small range (merge's source numbers): the least key,
-        per key from one below it to one above the greatest its row of the table (keys
-        not in ``found``: the last row), and the table: per row and part (column) the
-        carry, -1 for none (the last row: all none).  None for other keys."""
+        """With one integer key of a small range (merge's source numbers): ``(lo, row,
+        table)``, ``table`` holding per key (row) and part (column) its carry, -1 for
+        none, and a last row of -1 for keys not in ``found``; ``row[v - lo + 1]`` the row
+        of key ``v`` (``row[0]``: that last row).  None for other keys."""
         keys = [k for (k,) in self.found] if len(self.by) == 1 else []
         if not keys or not all(isinstance(k, int | np.integer) for k in keys):
             return None
@@ -633,7 +633,7 @@ class Carry:
         p = part.column(PART)[0].as_py()
         numbered = self._by_number
         col = part.column(self.by[0]) if self.by else None
-        if numbered is not None and pa.types.is_integer(col.type) and not col.null_count:
+        if numbered is not None and _fits_int64(col.type) and not col.null_count:
             # (one lookup per row, not one comparison of the part's rows per key)
             lo, row, table = numbered
             if p >= table.shape[1]:
@@ -652,6 +652,11 @@ class Carry:
                 mine &= _same(part.column(c), v)
             out[mine] = found[p]
         return out
+
+
+def _fits_int64(t: pa.DataType) -> bool:
+    """An integer type whose every value is an int64."""
+    return pa.types.is_signed_integer(t) or (pa.types.is_unsigned_integer(t) and t.bit_width < 64)
 
 
 def _same(col: pa.ChunkedArray, value) -> np.ndarray:
