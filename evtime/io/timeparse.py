@@ -454,7 +454,7 @@ def truncated_text(iso: pa.Array, unit: int) -> pa.Array | None:
     if unit == 1:
         return iso
     zeroed = _ZEROED.get(unit)
-    _, offsets, data = iso.buffers()
+    valid, offsets, data = iso.buffers()
     n = len(iso)
     if zeroed is None or iso.offset or n * ISO_WIDTH >= 1 << 31:
         return None
@@ -462,7 +462,9 @@ def truncated_text(iso: pa.Array, unit: int) -> pa.Array | None:
         return None
     rows = np.frombuffer(data, np.uint8, n * ISO_WIDTH).reshape(n, ISO_WIDTH).copy()
     rows[:, zeroed] = ord("0")
-    valid = iso.buffers()[0] if iso.null_count else None
     return pa.Array.from_buffers(
-        pa.string(), n, [valid, offsets, pa.py_buffer(rows)], iso.null_count
+        pa.string(),
+        n,
+        [valid if iso.null_count else None, offsets, pa.py_buffer(rows)],
+        iso.null_count,
     )
