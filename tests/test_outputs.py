@@ -284,6 +284,47 @@ def test_a_part_step_gets_each_whole_part(tmp_path, monkeypatch, fmt, held_max, 
     assert os.listdir(staging) == []
 
 
+def test_parts_as_read_are_marked_done_one_by_one_and_assembled_in_order(tmp_path):
+    """Rows explained where they were read (evtime.io.writer.EachPart): a task holds its
+    parts in any order (row groups of files Spark packed together), each marked done as
+    soon as its files are written; the output is assembled in the order of the parts, and
+    a part no task had (no rows) does not hold it up once the job is over."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from evtime.io.reader import PART, Layout
+    from evtime.io.writer import ROUTE, EachPart, Early, Sink, _write_parts, done_path
+
+    lay = Layout(pa.schema([("v", pa.int64())]), "v")
+    sink = Sink("o", ("out",), str(tmp_path / "out.csv"), "csv", ["v"])
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    done: list[tuple[int, list[str]]] = []
+
+    def mark(part: int) -> None:
+        done.append((part, sorted(os.listdir(staging))))
+        open(done_path(str(staging), part), "wb").close()
+
+    def task(parts: list[int]) -> None:
+        table = pa.table(
+            {
+                PART: pa.array([p for p in parts for _ in range(3)], pa.int64()),
+                "v": pa.array([p * 10 + i for p in parts for i in range(3)], pa.int64()),
+                ROUTE: pa.array(["out"] * 3 * len(parts)),
+            }
+        )
+        _write_parts(iter(table.to_batches(max_chunksize=2)), [sink], lay, str(staging), done=mark)
+
+    schema = StructType([StructField("v", LongType()), StructField(ROUTE, StringType())])
+    early = Early([sink], str(staging), lay, schema, EachPart(5))
+    task([3, 1])
+    task([4, 2])  # (part 0: no rows)
+    assert [p for p, _ in done] == [3, 1, 4, 2]
+    assert all(f"part-o-{p:06d}" in files for p, files in done)  # (done once written)
+    assert early.finish() == {"o": 4}
+    got = [int(x) for x in Path(early.tmp["o"]).read_text().split()[1:]]
+    assert got == [p * 10 + i for p in (1, 2, 3, 4) for i in range(3)]
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_derived_columns_are_made_where_the_rows_are_written(tmp_path, fmt):
     """A sink's derived columns (evtime.io.writer.Derived) do not travel with the rows: a

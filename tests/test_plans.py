@@ -19,6 +19,7 @@ import pytest
 from pyspark.sql import DataFrame
 from pyspark.sql.classic.dataframe import DataFrame as ClassicDataFrame
 
+import evtime.engine.scan as scan
 import evtime.io.writer as writer
 
 BASE = 1_700_000_000_000_000_000
@@ -84,6 +85,7 @@ def plans(monkeypatch, spark):
     spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
     seen: list[str] = []
     write, checkpoint = writer.write, ClassicDataFrame.localCheckpoint
+    collect_few = scan.collect_few
 
     def capture_write(df, *a, **kw):
         if not isinstance(df, writer.LocalRows):  # (rows made here: no Spark plan)
@@ -94,7 +96,12 @@ def plans(monkeypatch, spark):
         seen.append(_plan(self))
         return checkpoint(self, *a, **kw)
 
+    def capture_few(df):
+        seen.append(_plan(df))
+        return collect_few(df)
+
     monkeypatch.setattr(writer, "write", capture_write)
+    monkeypatch.setattr(scan, "collect_few", capture_few)
     # (the classic DataFrame has its own localCheckpoint: patching the base class alone
     # captured no checkpoint)
     monkeypatch.setattr(ClassicDataFrame, "localCheckpoint", capture_checkpoint)
@@ -219,18 +226,22 @@ def test_explain_adjust_needs_no_aggregate_of_local_parquet_without_keys(
 ):
     """Without keys, on local Parquet, explain adjust numbers the arrivals and finds the
     search's carry and the reference times its parts start from in the times read here:
-    its plan reads the input twice, the time column for the search and the whole rows for
-    the output, and aggregates nothing.  With a key those come from aggregates over the
-    input in Spark, each a scan of its own."""
+    the search's job reads the time column, the writer's the whole rows, explained where
+    they are read (no exchange, no sort: a scan alone), and nothing is aggregated.  With a
+    key those come from aggregates over the input in Spark, each a scan of its own, and
+    the whole rows go to the parts of arrivals (one job)."""
     key = ["--key", "key"] if keyed else []
     out = tmp_path / "out.csv"
     args = ["explain", "adjust", "--unit", "msec", "--range", "999", *key, inputs["one"]]
     res = run_cli(*args, "--format", "csv", "-o", out, "-q")
     assert res.exit_code == 0, res.stderr
-    (plan,) = plans
-    nodes = [n.strip() for _, n, _ in _tree(plan)]
+    assert len(plans) == (1 if keyed else 2), plans
+    nodes = [n.strip() for plan in plans for _, n, _ in _tree(plan)]
     scans, aggregates = nodes.count("Scan parquet"), sum("Aggregate" in n for n in nodes)
     assert (scans > 2 and aggregates) if keyed else (scans, aggregates) == (2, 0), nodes
+    if not keyed:  # (the search's plan first, then the writer's)
+        written = {n.strip() for _, n, _ in _tree(plans[1])}
+        assert "Scan parquet" in written and not {"Exchange", "Sort"} & written, written
 
 
 @pytest.mark.parametrize("keyed", [False, True])

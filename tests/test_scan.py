@@ -345,13 +345,15 @@ def test_first_reaching_is_the_first_arrival_at_or_above(times, thresholds, batc
     files=st.lists(st.lists(st.integers(-3_000, 3_000), max_size=30), min_size=1, max_size=4),
     batch=st.integers(1, 9),
     unit=st.sampled_from([None, 1, 7, 1000]),
+    group=st.integers(1, 12),
 )
-@example(files=[[5], [], [9, -2]], batch=1, unit=7)  # an empty file between two
-def test_arrivals_here_numbers_files_and_parts(spark, files, batch, unit):
+@example(files=[[5], [], [9, -2]], batch=1, unit=7, group=1)  # an empty file between two
+def test_arrivals_here_numbers_files_and_parts(spark, files, batch, unit, group):
     """One pass over the times read here, as local_times gives them (per file, in batches):
     the arrivals before each file, which number every row densely from its _evt_seq (in
     Spark, and for the search's carry), and per part of the arrivals (as bucketer(1, n)
-    cuts them) the greatest time floored to the unit."""
+    cuts them) the greatest time floored to the unit; given the row groups (``group`` rows
+    each, in every file), the first arrival of each and its greatest time floored."""
     flat = [(f, r, t) for f, ts in enumerate(files) for r, t in enumerate(ts)]
     n = len(flat)
 
@@ -362,14 +364,27 @@ def test_arrivals_here_numbers_files_and_parts(spark, files, batch, unit):
                 seq = (f << SEQ_FILE_SHIFT) + at + np.arange(len(got), dtype=np.int64)
                 yield seq, got
 
-    here = arrivals_here(times, unit, n)
+    firsts = [
+        (f << SEQ_FILE_SHIFT) + r for f, ts in enumerate(files) for r in range(0, len(ts), group)
+    ]
+    here = arrivals_here(times, unit, n, firsts)
     assert arrivals_here(times, unit, n + 1) is None  # (not the rows the footers count)
+    u = unit if unit and unit > 1 else 1
+    starts = [a for a, (_, r, _) in enumerate(flat, 1) if r % group == 0]
+    tops = [
+        max(t - t % u for a, (_, _, t) in enumerate(flat, 1) if s <= a < e)
+        for s, e in zip(starts, [*starts[1:], n + 1][: len(starts)], strict=True)
+    ]
+    if n:
+        assert here.group_starts.tolist() == starts and here.group_tops.tolist() == tops
+    else:
+        assert here.group_starts is None
+    assert arrivals_here(times, unit, n).group_starts is None  # (no groups given)
     seqs = [(f << SEQ_FILE_SHIFT) + r for f, r, _ in flat]
     if seqs:
         df = spark.createDataFrame([(s,) for s in seqs], f"{SEQ} long").repartition(3)
         got = {r[SEQ]: r["a"] for r in df.select(SEQ, here.numbers().alias("a")).collect()}
         assert [got[s] for s in seqs] == list(range(1, n + 1))
-    u = unit if unit and unit > 1 else 1
     want = {}
     for a, (_, _, t) in enumerate(flat, 1):
         p = bucket_number(1, max(n, 1), a)
@@ -524,6 +539,7 @@ def test_search_results_go_to_their_parts_of_arrivals_whole(tmp_path):
         CountedInPart,
         ExplainInPart,
         ResultsInPart,
+        results_of,
     )
     from evtime.engine.scan import PROBE
 
@@ -544,6 +560,7 @@ def test_search_results_go_to_their_parts_of_arrivals_whole(tmp_path):
     assert {bytes(b)[:8] for b in got.column(BLOB).to_pylist()} == {(5).to_bytes(8, "little")}
     # the rows of arrival parts 2 and 3 (arrivals 3 and 4), as one part of arrivals
     results = got.filter(pa.array([p in (2, 3) for p in got.column(PART).to_pylist()]))
+    results = results_of(results.column(BLOB).to_pylist())
     least, rank, vpart = ExplainInPart.found(np.array([3, 4]), results)
     # arrival 3 (50): kept (arrivals 1, 3 and 5), 2nd in value order, the probe's arrival 7
     # (99) the first above 65; arrival 4 (10): arrival 1 (40) is above 25 and earlier
@@ -551,6 +568,53 @@ def test_search_results_go_to_their_parts_of_arrivals_whole(tmp_path):
     with pytest.raises(Exception, match="internal error: 2 search results for 3 rows"):
         ExplainInPart.found(np.array([3, 4, 5]), results)
     assert BLOB in got.schema.names
+
+
+def test_search_results_by_row_group_go_to_files_read_where_the_rows_are(tmp_path):
+    """Explained where they are read (evtime.engine.adjust.ExplainInPlace), the rows of
+    each row group find the search's results for them in files, one per (row group, part
+    of the output), left by the search's own job (ResultsInFiles); each row's row group
+    is its part of arrivals, from its arrival number."""
+    import pyarrow as pa
+
+    from evtime.engine.adjust import (
+        ARRIVAL,
+        BLOB,
+        AdjustSpec,
+        CountedInPart,
+        ExplainInPlace,
+        ResultsInFiles,
+        results_of,
+    )
+    from evtime.engine.scan import PROBE
+
+    part = pa.table(
+        {
+            "v": [10, 20, 30, 40, 50, 60],
+            ARRIVAL: [4, 2, 6, 1, 3, 5],
+            PART: [5] * 6,
+            PROBE: [False] * 6,
+        }
+    )
+    search = KeptInPart("v", ARRIVAL, 15, "keep", least="rel", rank="rank")
+    starts = np.array([1, 3, 5])  # (row groups of arrivals 1-2, 3-4, 5-6)
+    (got,) = ResultsInFiles(CountedInPart(search, str(tmp_path)), starts)(part)
+    assert got.to_pydict() == {PART: [5], "rows": [6]}
+    names = sorted(f.name for f in tmp_path.iterdir())
+    assert names == ["kept-000005", *(f"res-{g:06d}-000005" for g in range(3))]
+    # arrivals 3, 4 (row group 1): 50 kept, 2nd in value order, nothing later above 65;
+    # 10 discarded, arrival 1 (40) is above 25 and earlier
+    a, least, rank, vpart = results_of([(tmp_path / "res-000001-000005").read_bytes()])
+    assert (a.tolist(), least.tolist(), rank.tolist(), vpart.tolist()) == (
+        [4, 3],
+        [1, -1],
+        [0, 2],
+        [5, 5],
+    )  # (in the part's order)
+    step = ExplainInPlace(AdjustSpec("nsec", 15), ("f",), (), str(tmp_path), 6, starts=starts)
+    batch = pa.RecordBatch.from_pydict({ARRIVAL: [2, 3, 4, 5, 6], PART: [-1] * 5})
+    assert step.numbered(batch).column(PART).to_pylist() == [0, 1, 1, 2, 2]
+    assert BLOB not in step.columns
 
 
 def test_int64_arrays_to_numpy_and_back_without_pandas():

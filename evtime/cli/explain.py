@@ -188,7 +188,16 @@ def _adjust_frame(df, spec, inp, own, sources, read, limits, shared):
         with contextlib.suppress(OverflowError):  # (times and range beyond int64 ns)
             good = read - run.rejected_count(inp)  # (arrivals 1..good: bad rows have none)
             frame, step = engine.explain_in_parts(
-                df, spec, sources, own, good, counted, limits, inp.as_read, inp.found_early
+                df,
+                spec,
+                sources,
+                own,
+                good,
+                counted,
+                limits,
+                inp.as_read,
+                inp.found_early,
+                in_place=inp.rejected is None,
             )
             if inp.rejected is not None:  # the bad rows bring their explain columns: here
                 made = step.schema(frame.schema).fields  # they are null, made by the step

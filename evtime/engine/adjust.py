@@ -9,7 +9,7 @@ monotone ref sequence).  The output is the kept rows ordered by (evtime, arrival
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -121,7 +121,7 @@ def early_explain(spec: AdjustSpec, known) -> EarlyExplain | None:
     limits = truncated_range((known.least, known.greatest), spec.unit_ns)
     if limits is None or spec.keys:
         return None
-    here = arrivals_here(known.times, spec.unit_ns, known.good)
+    here = arrivals_here(known.times, spec.unit_ns, known.good, [g for g, _ in known.groups or ()])
     if here is None:
         return None
     reach = here.dense(reach_from(known.times, spec.unit_ns))
@@ -286,6 +286,7 @@ def explain_in_parts(
     limits: tuple[int, int] | None = None,
     as_read: AsRead | None = None,
     early: EarlyExplain | None = None,
+    in_place: bool = False,
 ) -> tuple[DataFrame, ExplainInPart]:
     """:func:`explain` without a prefix scan, for ``arrivals`` rows: returns them in
     arrival order, as numbered parts with probe rows, and the step that makes each whole
@@ -313,6 +314,14 @@ def explain_in_parts(
     pass over them (:func:`~evtime.engine.scan.arrivals_here`), not from Spark jobs;
     ``early``: that pass and the carry, made already (:func:`early_explain`).
 
+    ``in_place``: ``df`` is the rows as Spark's Parquet reader reads them (each row group
+    whole in one task), every one an arrival (no bad rows set aside).  When that pass also
+    found the row groups (up to :data:`IN_PLACE_ROWS` rows each), the search runs first,
+    as a job of its own, and leaves its results in ``counts`` by row group
+    (:class:`ResultsInFiles`); the rows are then explained where they are read, row group
+    by row group (:class:`ExplainInPlace`): the whole rows are neither shuffled nor
+    sorted.
+
     Raises OverflowError when bounds or search values leave the int64 range."""
     shown = dict(own)
     keys = tuple(shown[k] for k in spec.keys)
@@ -321,7 +330,8 @@ def explain_in_parts(
         if early is not None and early.arrivals == arrivals:
             here, carry = early.here, early.carry
         else:
-            here = arrivals_here(as_read.times, spec.unit_ns, arrivals)
+            firsts = [g for g, _ in as_read.groups]
+            here = arrivals_here(as_read.times, spec.unit_ns, arrivals, firsts)
     # (from here on rows are known by their arrival number: no SEQ through the shuffles)
     rows = df.withColumn(ARRIVAL, here.numbers()) if here else arrival_numbers(df, ARRIVAL, as_read)
     rows = rows.drop(CHUNK, SEQ).withColumn(EVT, _evtime(spec))
@@ -336,6 +346,10 @@ def explain_in_parts(
     parts, search = kept_in_parts(
         narrow, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK, reach=reach
     )
+    if in_place and here is not None and _in_place(here, arrivals):
+        return _explained_in_place(
+            rows.drop(EVT), parts, search, spec, sources, keys, counts, here, arrivals
+        )
     # the search's results, a few rows per part of the output: one per part of arrivals
     # that has rows there, with their numbers packed (the rows themselves are not in the
     # search, which then moves only the columns it reads)
@@ -363,6 +377,50 @@ def explain_in_parts(
     ranges = Ranges(n, bucket_number(1, last, last))
     step = ExplainInPart(spec, tuple(sources), keys, counts, arrivals, ranges, tops)
     return in_ranges(rows, ranges).sortWithinPartitions(PART, ARRIVAL), step
+
+
+def _in_place(here: ArrivalsHere, arrivals: int) -> bool:
+    """Whether the row groups ``here`` found suit :class:`ExplainInPlace`: more than one
+    (else one task does it all), none above :data:`IN_PLACE_ROWS` rows (each is held
+    whole)."""
+    starts = here.group_starts
+    if starts is None or len(starts) < 2 or starts[0] != 1:
+        return False
+    return int(np.diff(np.r_[starts, arrivals + 1]).max()) <= IN_PLACE_ROWS
+
+
+def _explained_in_place(
+    rows: DataFrame,
+    parts: DataFrame,
+    search: KeptInPart,
+    spec: AdjustSpec,
+    sources: Sequence[str],
+    keys: tuple[str, ...],
+    counts: str,
+    here: ArrivalsHere,
+    arrivals: int,
+) -> tuple[DataFrame, ExplainInPart]:
+    """:func:`explain_in_parts` with ``in_place``: runs the search (one Spark job), returns
+    the rows as read and :class:`ExplainInPlace`."""
+    from evtime.engine import scan
+    from evtime.errors import EvtimeError
+    from evtime.io.writer import EachPart
+
+    step = ResultsInFiles(CountedInPart(search, counts), here.group_starts)
+    got = sum(r["rows"] for r in scan.collect_few(apply_in_parts(parts, step)))
+    if got != arrivals:
+        raise EvtimeError(f"internal error: the search found {got} of {arrivals} rows")
+    explain = ExplainInPlace(
+        spec,
+        tuple(sources),
+        keys,
+        counts,
+        arrivals,
+        EachPart(len(here.group_starts)),
+        tops_before(here.group_tops),
+        here.group_starts,
+    )
+    return rows.withColumn(PART, F.lit(-1).cast("long")), explain
 
 
 def tops_before(tops: np.ndarray) -> np.ndarray:
@@ -432,36 +490,48 @@ class ResultsInPart:
         return StructType([StructField(PART, LongType()), StructField(BLOB, BinaryType())])
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
-        search = self.counted.search
-        here = part.column(PART)[0].as_py()
-        got = [
-            (
-                b.column(ARRIVAL).to_numpy(),
-                b.column(search.least).fill_null(-1).to_numpy(),
-                b.column(search.rank).fill_null(0).to_numpy(),
+        to, blobs = packed_results(self.counted, part, lambda a: bucket_number(1, self.last, a))
+        if len(to):
+            yield pa.RecordBatch.from_pydict(
+                {PART: to, BLOB: blobs},
+                schema=pa.schema([(PART, pa.int64()), (BLOB, pa.binary())]),
             )
-            for b in self.counted(part)
-        ]
-        if not got or not sum(len(a) for a, _, _ in got):
-            return
-        arrival, least, rank = (np.concatenate(c) for c in zip(*got, strict=True))
-        to = bucket_number(1, self.last, arrival)  # (its part of arrivals)
-        order = np.argsort(to, kind="stable")
-        to, packed = to[order], np.stack([arrival[order], least[order], rank[order]])
-        cuts = np.flatnonzero(np.r_[True, to[1:] != to[:-1], True])
-        head = np.int64(here).tobytes()
-        blobs = [head + packed[:, a:b].tobytes() for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
-        yield pa.RecordBatch.from_pydict(
-            {PART: to[cuts[:-1]], BLOB: blobs},
-            schema=pa.schema([(PART, pa.int64()), (BLOB, pa.binary())]),
+
+
+def packed_results(
+    counted: CountedInPart, part: pa.Table, to: Callable[[np.ndarray], np.ndarray]
+) -> tuple[np.ndarray, list[bytes]]:
+    """What ``counted`` finds for one part of the output, by the parts of arrivals its rows
+    are in (``to``: the part of each arrival number): those parts, ascending, and per each
+    its rows' numbers packed (:class:`ResultsInPart`, :func:`results_of`)."""
+    search = counted.search
+    here = part.column(PART)[0].as_py()
+    got = [
+        (
+            b.column(ARRIVAL).to_numpy(),
+            b.column(search.least).fill_null(-1).to_numpy(),
+            b.column(search.rank).fill_null(0).to_numpy(),
         )
+        for b in counted(part)
+    ]
+    if not got or not sum(len(a) for a, _, _ in got):
+        return np.zeros(0, np.int64), []
+    arrival, least, rank = (np.concatenate(c) for c in zip(*got, strict=True))
+    dest = to(arrival)
+    order = np.argsort(dest, kind="stable")
+    dest, packed = dest[order], np.stack([arrival[order], least[order], rank[order]])
+    cuts = np.flatnonzero(np.r_[True, dest[1:] != dest[:-1], True])
+    head = np.int64(here).tobytes()
+    blobs = [head + packed[:, a:b].tobytes() for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
+    return dest[cuts[:-1]], blobs
 
 
-def results_of(blobs: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, ...]:
-    """The arrays of :class:`ResultsInPart`'s rows (their :data:`BLOB`): arrival numbers,
-    least arrivals above (-1: none), places among their part's kept rows (0: not kept) and
-    their parts of the output, for every row they tell of."""
-    numbers = [np.frombuffer(b, np.int64) for b in blobs.to_pylist()]
+def results_of(blobs: Sequence[bytes]) -> tuple[np.ndarray, ...]:
+    """The arrays of :class:`ResultsInPart`'s rows (their :data:`BLOB`s) or
+    :class:`ResultsInFiles`' files: arrival numbers, least arrivals above (-1: none),
+    places among their part's kept rows (0: not kept) and their parts of the output, for
+    every row they tell of."""
+    numbers = [np.frombuffer(b, np.int64) for b in blobs]
     if not numbers:
         return tuple(np.zeros(0, np.int64) for _ in range(4))
     arrival, least, rank = np.concatenate([x[1:].reshape(3, -1) for x in numbers], axis=1)
@@ -552,21 +622,25 @@ class ExplainInPart:
         found[order] = ~first
         return ref, found
 
-    def positions(self, vpart: np.ndarray, rank: np.ndarray, keep: np.ndarray) -> pa.Array:
-        """The kept rows' 1-based output positions (null for the others)."""
+    def kept(self) -> np.ndarray:
+        """Per part of the output, the kept rows of the parts before it (:func:`kept_before`)."""
         if self.counts not in _KEPT_BEFORE:  # (a worker lives on: only this run's)
             _KEPT_BEFORE.clear()
             _KEPT_BEFORE[self.counts] = kept_before(self.counts, self.arrivals)
-        return pa.array(_KEPT_BEFORE[self.counts][vpart] + rank, mask=~keep)
+        return _KEPT_BEFORE[self.counts]
+
+    def positions(self, vpart: np.ndarray, rank: np.ndarray, keep: np.ndarray) -> pa.Array:
+        """The kept rows' 1-based output positions (null for the others)."""
+        return pa.array(self.kept()[vpart] + rank, mask=~keep)
 
     @staticmethod
-    def found(arrival: np.ndarray, results: pa.Table) -> tuple[np.ndarray, ...]:
+    def found(arrival: np.ndarray, results: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
         """Per row of a part of arrivals (``arrival``: dense, ascending), from the search's
-        ``results`` (:class:`ResultsInPart` rows): the least arrival above it (-1: none),
-        its place among its output part's kept rows (0: not kept) and that part."""
+        ``results`` (:func:`results_of`): the least arrival above it (-1: none), its place
+        among its output part's kept rows (0: not kept) and that part."""
         from evtime.errors import OutputError, in_task
 
-        a, least, rank, vpart = results_of(results.column(BLOB))
+        a, least, rank, vpart = results
         at = a - (arrival[0] if len(arrival) else 0)
         seen = np.zeros(len(arrival), bool)
         if len(at) == len(arrival) and (not len(at) or 0 <= at.min() <= at.max() < len(at)):
@@ -584,12 +658,18 @@ class ExplainInPart:
         return tuple(out)
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
+        packed = part.column(BLOB).is_valid()
+        results = results_of(part.filter(packed).column(BLOB).to_pylist())
+        yield from self.explained(part.filter(pc.invert(packed)), results)
+
+    def explained(
+        self, part: pa.Table, results: tuple[np.ndarray, ...]
+    ) -> Iterator[pa.RecordBatch]:
+        """The part's rows explained, with the search's ``results`` for them
+        (:func:`results_of`)."""
         from evtime.io.timeparse import format_ns
         from evtime.io.writer import ROUTE
 
-        packed = part.column(BLOB).is_valid()
-        results = part.filter(packed)
-        part = part.filter(pc.invert(packed))
         unit = self.spec.unit_ns
         t = values_of(part.column(T))  # (a probe row's: the evtime it carries)
         evt = t - np.mod(t, unit) if unit > 1 else t
@@ -640,6 +720,84 @@ class ExplainInPart:
 
 
 _TEXT_COLUMNS = ("source", "decision", "released_by", "windows", "reason")
+
+IN_PLACE_ROWS = 1 << 21  # the most rows of a row group explain adjust explains in place
+
+
+def _results_name(group: int, part: int) -> str:
+    return f"res-{group:06d}-{part:06d}"
+
+
+@dataclass(frozen=True)
+class ResultsInFiles:
+    """:class:`ResultsInPart` for rows explained where they were read
+    (:class:`ExplainInPlace`): what each part of the output finds for the rows of each row
+    group goes to the file ``<counts>/res-<group>-<part>`` (the numbers of a
+    :data:`BLOB`; written whole under another name, then renamed: a task run again writes
+    the same numbers), and the part yields one row, its rows' count.  ``starts``: the
+    first arrival of every row group, ascending."""
+
+    counted: CountedInPart
+    starts: np.ndarray = field(compare=False)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        return self.counted.columns
+
+    def schema(self, schema: StructType) -> StructType:
+        from pyspark.sql.types import LongType, StructField
+
+        return StructType([StructField(PART, LongType()), StructField("rows", LongType())])
+
+    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
+        import os
+        import uuid
+
+        here = part.column(PART)[0].as_py()
+        groups, blobs = packed_results(
+            self.counted, part, lambda a: np.searchsorted(self.starts, a, "right") - 1
+        )
+        rows = 0
+        for g, blob in zip(groups.tolist(), blobs, strict=True):
+            path = os.path.join(self.counted.counts, _results_name(g, here))
+            with open(f"{path}.{uuid.uuid4().hex}", "wb") as f:
+                f.write(blob)
+            os.replace(f.name, path)
+            rows += (len(blob) - 8) // 24
+        yield pa.RecordBatch.from_pydict({PART: [here], "rows": [rows]})
+
+
+@dataclass(frozen=True)
+class ExplainInPlace(ExplainInPart):
+    """:class:`ExplainInPart` on rows where they were read (Spark's Parquet reader: each
+    row group whole in one task, in order): each row group is a part of arrivals, numbered
+    in the writer (:meth:`numbered`), and takes the search's results from the files
+    :class:`ResultsInFiles` left.  ``starts``: the first arrival of every row group;
+    ``tops``: per row group, the greatest evtime before it (:func:`tops_before`)."""
+
+    starts: np.ndarray = field(default=None, compare=False)
+
+    READS = (T, FILE, ARRIVAL)
+
+    def numbered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The batch with each row's part of arrivals: its row group."""
+        group = np.searchsorted(self.starts, values_of(batch.column(ARRIVAL)), "right") - 1
+        cols = dict(zip(batch.schema.names, batch.columns, strict=True))
+        cols[PART] = pa.array(group, pa.int64())
+        return pa.RecordBatch.from_pydict(cols)
+
+    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
+        import os
+
+        group = part.column(PART)[0].as_py()
+        self.kept()  # (first: it says where the files are missing)
+        head = _results_name(group, 0)[:-6]
+        blobs = []
+        for name in sorted(os.listdir(self.counts)):
+            if name.startswith(head) and "." not in name:
+                with open(os.path.join(self.counts, name), "rb") as f:
+                    blobs.append(f.read())
+        yield from self.explained(part, results_of(blobs))
 
 
 def emitted_bounds(df: DataFrame, spec: AdjustSpec) -> DataFrame:

@@ -234,10 +234,14 @@ class ArrivalsHere:
     arrival numbers 1..n (:func:`arrivals_here`): ``before``, per input file (by its
     index), the arrivals of the files before it; ``tops``, per part of the arrivals
     (:func:`bucketer` over 1..n), the greatest time floored to the unit (:data:`NONE`:
-    none)."""
+    none); when the row groups were given, ``group_starts``, the first arrival of each
+    row group that has rows (ascending), and ``group_tops``, their greatest time floored
+    to the unit (else None)."""
 
     before: np.ndarray
     tops: np.ndarray
+    group_starts: np.ndarray | None = field(default=None, compare=False)
+    group_tops: np.ndarray | None = field(default=None, compare=False)
 
     def numbers(self) -> Column:
         """Each row's arrival number, from its ``_evt_seq``: no Spark job (as
@@ -268,11 +272,18 @@ def numbers_after(before: Sequence[int], seq: str = SEQ) -> Column:
     return F.element_at(offsets, file.cast("int") + 1) + row + 1
 
 
-def arrivals_here(times: Times, unit: int | None, arrivals: int) -> ArrivalsHere | None:
+def arrivals_here(
+    times: Times, unit: int | None, arrivals: int, groups: Sequence[int] = ()
+) -> ArrivalsHere | None:
     """:class:`ArrivalsHere` of ``arrivals`` rows, from one pass over their times read here
-    (None when the pass does not find that many rows)."""
+    (None when the pass does not find that many rows); ``groups``: the first ``_evt_seq``
+    of every Parquet row group, in arrival order (:attr:`AsRead.groups`), for the
+    greatest time of each."""
     last = max(arrivals, 1)
     tops = np.full(AFTER_PARTS, NONE, np.int64)
+    firsts = np.asarray(groups, np.int64)
+    in_groups = np.full(len(firsts), NONE, np.int64)
+    seen = np.zeros(len(firsts), bool)
     rows: dict[int, int] = {}
     n = 0
     for seq, t in times():
@@ -284,13 +295,26 @@ def arrivals_here(times: Times, unit: int | None, arrivals: int) -> ArrivalsHere
         starts = np.flatnonzero(np.r_[True, part[1:] != part[:-1]])
         floored = t if not unit or unit <= 1 else np.where(t == NONE, NONE, t - np.mod(t, unit))
         np.maximum.at(tops, part[starts], np.maximum.reduceat(floored, starts))
+        if len(firsts):
+            g = np.searchsorted(firsts, seq, "right") - 1
+            cut = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+            if g[0] < 0:  # (rows before the first row group: the groups are not these rows')
+                firsts = firsts[:0]
+            else:
+                np.maximum.at(in_groups, g[cut], np.maximum.reduceat(floored, cut))
+                seen[g[cut]] = True
         n += len(t)
     if n != arrivals:
         return None
     counts = np.zeros(max(rows, default=-1) + 1, np.int64)
     for file, k in rows.items():
         counts[file] = k
-    return ArrivalsHere(rows_before(counts), tops)
+    before = rows_before(counts)
+    if not len(firsts) or not seen.any():
+        return ArrivalsHere(before, tops)
+    firsts, mask = firsts[seen], (1 << SEQ_FILE_SHIFT) - 1
+    starts = before[firsts >> SEQ_FILE_SHIFT] + (firsts & mask) + 1
+    return ArrivalsHere(before, tops, starts, in_groups[seen])
 
 
 def rows_before(counts) -> np.ndarray:
@@ -1021,6 +1045,12 @@ def _disagree(part: pa.Table, what: str) -> Exception:
     return in_task(EvtimeError(f"internal error in part {where}: {what}; please report this"))
 
 
+def collect_few(df: DataFrame) -> list:
+    """The rows of ``df``, a job's few results (a row per part, at most :data:`AFTER_PARTS`
+    and a few more), here.  (One place: the plan tests look at these jobs too.)"""
+    return df.collect()
+
+
 def apply_in_parts(df: DataFrame, step) -> DataFrame:
     """``step`` (a :class:`~evtime.io.writer.PartStep` with a ``schema``, such as
     :class:`KeptInPart`) run over each whole part of ``df`` (rows sorted by ``PART``, each
@@ -1033,6 +1063,8 @@ def apply_in_parts(df: DataFrame, step) -> DataFrame:
     names = schema.fieldNames()
 
     def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if hasattr(step, "numbered"):  # (its parts numbered here, as the writer does)
+            batches = map(step.numbered, batches)
         for _, b in through_step(batches, step, AFTER_PARTS):
             yield b.select(names)
 

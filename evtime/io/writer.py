@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -247,6 +247,18 @@ class PartStep(Protocol):
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]: ...
 
 
+@dataclass(frozen=True)
+class EachPart:
+    """Parts ``0..n-1`` wherever Spark holds them (rows as read: each part in one task, the
+    tasks in any order): the writer leaves a done file per part as soon as it is written
+    (``parts(i)`` is part ``i`` alone), and can assemble the output part after part."""
+
+    n: int
+
+    def parts(self, i: int) -> range:
+        return range(i, i + 1)
+
+
 HELD_MAX = 64 << 20  # bytes of a part held in memory for a PartStep; beyond: staged
 
 
@@ -285,10 +297,12 @@ def _write_parts(
     staging: str,
     step: PartStep | None = None,
     step_below: int = 0,
+    done: Callable[[int], None] | None = None,
 ) -> dict[str, int]:
     """Write rows (sorted by ``PART``) to part files under ``staging``: rows seen per
     route, and part files written per sink (``FILES`` + name).  The parts numbered below
-    ``step_below`` go through ``step`` first, each whole."""
+    ``step_below`` go through ``step`` first, each whole.  ``done``: called with each part
+    once its files are written."""
     seen: dict[str, int] = {}
     writers: dict[str, _PartWriter] = {}
 
@@ -298,6 +312,8 @@ def _write_parts(
             if pid != part:
                 for w in writers.values():
                     w.close()
+                if done is not None and part is not None:
+                    done(part)
                 writers, part = {}, pid
             route = b.column(ROUTE)
             counts = route_counts(route)
@@ -320,6 +336,8 @@ def _write_parts(
     finally:
         for w in writers.values():
             w.close()
+    if done is not None and part is not None:
+        done(part)
     return seen
 
 
@@ -379,8 +397,12 @@ def write(
     from pyspark.sql import functions as F
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        if step is not None and hasattr(step, "numbered"):  # (its parts numbered here)
+            batches = map(step.numbered, batches)
         if ranges is None:
             seen = _write_parts(batches, sinks, lay, staging, step, step_below)
+        elif isinstance(ranges, EachPart):
+            seen = _write_parts(batches, sinks, lay, staging, step, step_below, mark_done)
         else:
             from pyspark import TaskContext
 
@@ -389,14 +411,17 @@ def write(
             seen = _write_parts(
                 _in_range(batches, mine, step_below), sinks, lay, staging, step, step_below
             )
-            done = done_path(staging, i)
-            open(done + ".tmp", "wb").close()
-            os.replace(done + ".tmp", done)
+            mark_done(i)
         if seen:
             yield pa.RecordBatch.from_pydict(
                 {"route": list(seen), "rows": list(seen.values())},
                 schema=pa.schema([("route", pa.string()), ("rows", pa.int64())]),
             )
+
+    def mark_done(i: int) -> None:
+        done = done_path(staging, i)
+        open(done + ".tmp", "wb").close()
+        os.replace(done + ".tmp", done)
 
     if not sinks and ROUTE in df.columns:
         # nothing to write, rows only counted: in Spark, without Python workers
