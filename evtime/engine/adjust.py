@@ -629,10 +629,6 @@ class ExplainInPart:
             _KEPT_BEFORE[self.counts] = kept_before(self.counts, self.arrivals)
         return _KEPT_BEFORE[self.counts]
 
-    def positions(self, vpart: np.ndarray, rank: np.ndarray, keep: np.ndarray) -> pa.Array:
-        """The kept rows' 1-based output positions (null for the others)."""
-        return pa.array(self.kept()[vpart] + rank, mask=~keep)
-
     @staticmethod
     def found(arrival: np.ndarray, results: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
         """Per row of a part of arrivals (``arrival``: dense, ascending), from the search's
@@ -667,8 +663,6 @@ class ExplainInPart:
     ) -> Iterator[pa.RecordBatch]:
         """The part's rows explained, with the search's ``results`` for them
         (:func:`results_of`)."""
-        from evtime.io.timeparse import format_ns
-        from evtime.io.writer import ROUTE
 
         unit = self.spec.unit_ns
         t = values_of(part.column(T))  # (a probe row's: the evtime it carries)
@@ -680,11 +674,41 @@ class ExplainInPart:
                 before = np.where(known, np.maximum(before, top), top)
                 known[:] = True
         real = values_of(part.column(ARRIVAL)) > 0  # (probe rows: arrival 0)
-        rows = part.filter(pa.array(real))
+        rows = part if real.all() else part.filter(pa.array(real))
         before, known, evt = before[real], known[real], evt[real]
         least, rank, vpart = self.found(values_of(rows.column(ARRIVAL)), results)
         keep = rank > 0
         ref = np.where(known, np.maximum(before, evt), evt)
+        pos = self.kept()[vpart] + rank
+        # (the columns made a slice at a time: a whole row group's text would be big)
+        for at in range(0, rows.num_rows, EXPLAIN_SLICE):
+            cut = slice(at, at + EXPLAIN_SLICE)
+            yield from self.made(
+                rows.slice(at, EXPLAIN_SLICE),
+                evt[cut],
+                before[cut],
+                ref[cut],
+                keep[cut],
+                least[cut],
+                pos[cut],
+            )
+
+    def made(
+        self,
+        rows: pa.Table,
+        evt: np.ndarray,
+        before: np.ndarray,
+        ref: np.ndarray,
+        keep: np.ndarray,
+        least: np.ndarray,
+        pos: np.ndarray,
+    ) -> Iterator[pa.RecordBatch]:
+        """``rows`` with the explain columns and the route, from their evtime, the greatest
+        evtime before (their key's), the reference time, whether kept, the least arrival
+        above (-1: none) and the output position (kept rows)."""
+        from evtime.io.timeparse import format_ns
+        from evtime.io.writer import ROUTE
+
         late = np.flatnonzero(~keep)
         reason = pa.nulls(len(evt), pa.string())
         if len(late):
@@ -708,7 +732,7 @@ class ExplainInPart:
             "bound": pa.array(ref - self.spec.width),
             "ref": pa.array(ref),
             "released_by": pc.if_else(kept, rel, pa.scalar(None, pa.string())),
-            "output_pos": self.positions(vpart, rank, keep),
+            "output_pos": pa.array(pos, mask=~keep),
             "windows": pa.nulls(len(evt), pa.string()),
             "reason": reason,
             ROUTE: pc.if_else(kept, "out", "discard"),
@@ -717,6 +741,9 @@ class ExplainInPart:
         for name, col in made.items():
             rows = rows.append_column(name, col)
         yield from rows.to_batches()
+
+
+EXPLAIN_SLICE = 1 << 16  # rows of a part explained at a time
 
 
 _TEXT_COLUMNS = ("source", "decision", "released_by", "windows", "reason")
