@@ -242,6 +242,13 @@ def test_explain_adjust_needs_no_aggregate_of_local_parquet_without_keys(
     if not keyed:  # (the search's plan first, then the writer's)
         written = {n.strip() for _, n, _ in _tree(plans[1])}
         assert "Scan parquet" in written and not {"Exchange", "Sort"} & written, written
+        # the same bytes as the rows shuffled into parts of arrivals (as with bad rows set
+        # aside, even when there are none)
+        again = tmp_path / "again.csv"
+        res = run_cli(*args, "--format", "csv", "-o", again, "-q", "--bad-rows", "discard")
+        assert res.exit_code == 0, res.stderr
+        assert len(plans) == 3 and "Exchange" in plans[2]
+        assert again.read_bytes() == out.read_bytes()
 
 
 @pytest.mark.parametrize("keyed", [False, True])

@@ -238,7 +238,9 @@ class PartStep(Protocol):
     """A step run on every whole part (rows sorted by PART, parts below a number) before
     its rows are routed and written: it yields the part's rows to write, with their ROUTE
     (evtime.cli.run.Routed around evtime.engine.scan.KeptInPart; explain adjust's
-    evtime.engine.adjust.ExplainInPart, which also makes the columns it writes)."""
+    evtime.engine.adjust.ExplainInPart, which also makes the columns it writes).  A step
+    may also number the parts itself: ``numbered(batch)`` then gives every batch its
+    ``PART`` first (evtime.engine.adjust.ExplainInPlace: a row group each)."""
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -391,7 +393,9 @@ def write(
     below ``step_below`` (reading its ``columns`` too) before it is written.  ``ranges``
     (:class:`~evtime.engine.scan.Ranges`): the parts below ``step_below`` are in runs,
     one per Spark partition, in order; each task checks it holds only its own and, when
-    done, leaves the file ``done-<partition>`` (see :class:`Early`)."""
+    done, leaves the file ``done-<partition>`` (see :class:`Early`); :class:`EachPart`:
+    the parts are wherever the rows were read, and a task leaves ``done-<part>`` for each
+    part it has written."""
     if isinstance(df, LocalRows):
         return _write_here(df.table, sinks, lay, staging, step, step_below)
     from pyspark.sql import functions as F
