@@ -601,10 +601,11 @@ def test_search_results_by_row_group_go_to_files_read_where_the_rows_are(tmp_pat
     (got,) = ResultsInFiles(CountedInPart(search, str(tmp_path)), starts)(part)
     assert got.to_pydict() == {PART: [5], "rows": [6]}
     names = sorted(f.name for f in tmp_path.iterdir())
-    assert names == ["kept-000005", *(f"res-{g:06d}-000005" for g in range(3))]
+    assert names == ["kept-000005", *(f"res-{g:06d}" for g in range(3))]
+    assert [f.name for f in (tmp_path / "res-000001").iterdir()] == ["000005"]
     # arrivals 3, 4 (row group 1): 50 kept, 2nd in value order, nothing later above 65;
     # 10 discarded, arrival 1 (40) is above 25 and earlier
-    a, least, rank, vpart = results_of([(tmp_path / "res-000001-000005").read_bytes()])
+    a, least, rank, vpart = results_of([(tmp_path / "res-000001" / "000005").read_bytes()])
     assert (a.tolist(), least.tolist(), rank.tolist(), vpart.tolist()) == (
         [4, 3],
         [1, -1],

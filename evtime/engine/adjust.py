@@ -751,15 +751,18 @@ _TEXT_COLUMNS = ("source", "decision", "released_by", "windows", "reason")
 IN_PLACE_ROWS = 1 << 21  # the most rows of a row group explain adjust explains in place
 
 
-def _results_name(group: int, part: int) -> str:
-    return f"res-{group:06d}-{part:06d}"
+def _results_of_group(counts: str, group: int) -> str:
+    """The directory of one row group's results (:class:`ResultsInFiles`)."""
+    import os
+
+    return os.path.join(counts, f"res-{group:06d}")
 
 
 @dataclass(frozen=True)
 class ResultsInFiles:
     """:class:`ResultsInPart` for rows explained where they were read
     (:class:`ExplainInPlace`): what each part of the output finds for the rows of each row
-    group goes to the file ``<counts>/res-<group>-<part>`` (the numbers of a
+    group goes to the file ``<counts>/res-<group>/<part>`` (the numbers of a
     :data:`BLOB`; written whole under another name, then renamed: a task run again writes
     the same numbers), and the part yields one row, its rows' count.  ``starts``: the
     first arrival of every row group, ascending."""
@@ -786,7 +789,9 @@ class ResultsInFiles:
         )
         rows = 0
         for g, blob in zip(groups.tolist(), blobs, strict=True):
-            path = os.path.join(self.counted.counts, _results_name(g, here))
+            where = _results_of_group(self.counted.counts, g)
+            os.makedirs(where, exist_ok=True)
+            path = os.path.join(where, f"{here:06d}")
             with open(f"{path}.{uuid.uuid4().hex}", "wb") as f:
                 f.write(blob)
             os.replace(f.name, path)
@@ -818,11 +823,11 @@ class ExplainInPlace(ExplainInPart):
 
         group = part.column(PART)[0].as_py()
         self.kept()  # (first: it says where the files are missing)
-        head = _results_name(group, 0)[:-6]
+        where = _results_of_group(self.counts, group)
         blobs = []
-        for name in sorted(os.listdir(self.counts)):
-            if name.startswith(head) and "." not in name:
-                with open(os.path.join(self.counts, name), "rb") as f:
+        for name in sorted(os.listdir(where)) if os.path.isdir(where) else ():
+            if "." not in name:  # (not a file being written)
+                with open(os.path.join(where, name), "rb") as f:
                     blobs.append(f.read())
         yield from self.explained(part, results_of(blobs))
 
