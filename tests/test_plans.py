@@ -251,6 +251,33 @@ def test_explain_adjust_needs_no_aggregate_of_local_parquet_without_keys(
         assert again.read_bytes() == out.read_bytes()
 
 
+def test_explain_adjust_slices_big_row_groups(inputs, plans, run_cli, tmp_path, monkeypatch):
+    """Row groups of more than IN_PLACE_ROWS rows (Spark writes 128 MB ones) are explained
+    where they are read too, each in slices of at most that many rows: the search's job,
+    then the writer's, a scan alone; the same bytes as the rows shuffled into parts of
+    arrivals.  Not a file of one row group, whose slices one task would read."""
+    from evtime.engine import adjust
+
+    monkeypatch.setattr(adjust, "IN_PLACE_ROWS", 128)  # (the files: one group of 300 rows)
+    out, again = tmp_path / "out.csv", tmp_path / "again.csv"
+    args = ["explain", "adjust", "--unit", "msec", "--range", "999", inputs["one"]]
+    res = run_cli(*args, "--format", "csv", "-o", out, "-q")
+    assert res.exit_code == 0, res.stderr
+    assert len(plans) == 2, plans
+    written = {n.strip() for _, n, _ in _tree(plans[1])}
+    assert "Scan parquet" in written and not {"Exchange", "Sort"} & written, written
+    res = run_cli(*args, "--format", "csv", "-o", again, "-q", "--bad-rows", "discard")
+    assert res.exit_code == 0, res.stderr
+    assert len(plans) == 3 and "Exchange" in plans[2]
+    assert again.read_bytes() == out.read_bytes()
+    # one row group: one task would read all its slices, so the rows go to parts of
+    # arrivals (as many tasks as shuffle partitions)
+    one = inputs["one"].replace("*", "0")
+    res = run_cli(*args[:-1], one, "--format", "csv", "-o", again, "-q", "--overwrite")
+    assert res.exit_code == 0, res.stderr
+    assert len(plans) == 4 and "Exchange" in plans[3]
+
+
 @pytest.mark.parametrize("keyed", [False, True])
 def test_adjust_discards_numbered_from_the_footers(keyed, inputs, plans, run_cli, tmp_path):
     """``adjust --discards`` on Parquet read by Spark numbers the discarded arrivals from

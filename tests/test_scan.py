@@ -23,6 +23,7 @@ from evtime.engine.scan import (
     kept_in_parts,
     prefix_count_max,
     running,
+    sliced_groups,
 )
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, PART, SEQ, SEQ_FILE_SHIFT
 from tests.examples import examples, spark_settings
@@ -338,6 +339,41 @@ def test_first_reaching_is_the_first_arrival_at_or_above(times, thresholds, batc
 
     want = [next((i + 100 for i, t in enumerate(times) if t >= x), -1) for x in thresholds]
     assert first_reaching(batches, thresholds).tolist() == want
+
+
+@given(
+    files=st.lists(
+        st.lists(st.integers(1, 40), max_size=4), min_size=1, max_size=4
+    ),  # per file, its row groups' rows
+    most=st.integers(1, 12),
+    known=st.booleans(),
+)
+@example(files=[[12, 13, 25], [24]], most=12, known=True)  # at, one above, twice the limit
+def test_sliced_groups_cut_big_row_groups_evenly(files, most, known):
+    """Row groups of more than ``most`` rows are cut into the fewest slices of at most
+    ``most`` rows, as even as can be (sizes differ by one at most), in order; each
+    slice's first _evt_seq is a row of the row group; a file's last row group stays whole
+    when its file's rows are not known."""
+    groups = []  # (first _evt_seq, rows, whether it is cut)
+    for f, sizes in enumerate(files):
+        at = f << SEQ_FILE_SHIFT
+        for i, n in enumerate(sizes):
+            groups.append((at, n, n > most and (known or i + 1 < len(sizes))))
+            at += n
+    file_rows = [sum(sizes) for sizes in files] if known else []
+    got = sliced_groups([g for g, _, _ in groups], file_rows, most)
+    assert got == sorted(set(got))
+    placed = 0
+    for first, n, cut in groups:
+        inside = [x for x in got if first <= x < first + n] or [first]
+        assert inside[0] == first
+        placed += len(inside)
+        slices = np.diff([*inside, first + n]).tolist()
+        if cut:
+            assert len(slices) == -(-n // most) and max(slices) - min(slices) <= 1, slices
+        else:
+            assert slices == [n]
+    assert placed == len(got)  # (no slice outside a row group)
 
 
 @settings(deadline=None, max_examples=60, suppress_health_check=[HealthCheck.too_slow])

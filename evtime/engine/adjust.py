@@ -44,6 +44,7 @@ from evtime.engine.scan import (
     prefix_max,
     reach_from,
     running,
+    sliced_groups,
     sort_in_parts,
     stacked_by_key,
     value_limits,
@@ -121,7 +122,8 @@ def early_explain(spec: AdjustSpec, known) -> EarlyExplain | None:
     limits = truncated_range((known.least, known.greatest), spec.unit_ns)
     if limits is None or spec.keys:
         return None
-    here = arrivals_here(known.times, spec.unit_ns, known.good, [g for g, _ in known.groups or ()])
+    firsts = _in_place_groups(known.groups or (), known.file_rows)
+    here = arrivals_here(known.times, spec.unit_ns, known.good, firsts)
     if here is None:
         return None
     reach = here.dense(reach_from(known.times, spec.unit_ns))
@@ -316,11 +318,11 @@ def explain_in_parts(
 
     ``in_place``: ``df`` is the rows as Spark's Parquet reader reads them (each row group
     whole in one task), every one an arrival (no bad rows set aside).  When that pass also
-    found the row groups (up to :data:`IN_PLACE_ROWS` rows each), the search runs first,
-    as a job of its own, and leaves its results in ``counts`` by row group
-    (:class:`ResultsInFiles`); the rows are then explained where they are read, row group
-    by row group (:class:`ExplainInPlace`): the whole rows are neither shuffled nor
-    sorted.
+    found the row groups (more than one; those of more than :data:`IN_PLACE_ROWS` rows
+    in slices), the search runs first, as a job of its own, and leaves its results in
+    ``counts`` by row group or slice (:class:`ResultsInFiles`); the rows are then
+    explained where they are read, group by group (:class:`ExplainInPlace`): the whole
+    rows are neither shuffled nor sorted.
 
     Raises OverflowError when bounds or search values leave the int64 range."""
     shown = dict(own)
@@ -330,7 +332,7 @@ def explain_in_parts(
         if early is not None and early.arrivals == arrivals:
             here, carry = early.here, early.carry
         else:
-            firsts = [g for g, _ in as_read.groups]
+            firsts = _in_place_groups(as_read.groups, as_read.file_rows)
             here = arrivals_here(as_read.times, spec.unit_ns, arrivals, firsts)
     # (from here on rows are known by their arrival number: no SEQ through the shuffles)
     rows = df.withColumn(ARRIVAL, here.numbers()) if here else arrival_numbers(df, ARRIVAL, as_read)
@@ -346,7 +348,7 @@ def explain_in_parts(
     parts, search = kept_in_parts(
         narrow, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK, reach=reach
     )
-    if in_place and here is not None and _in_place(here, arrivals):
+    if in_place and here is not None and _in_place(here, arrivals, len(as_read.groups)):
         return _explained_in_place(
             rows.drop(EVT), parts, search, spec, sources, keys, counts, here, arrivals
         )
@@ -379,12 +381,20 @@ def explain_in_parts(
     return in_ranges(rows, ranges).sortWithinPartitions(PART, ARRIVAL), step
 
 
-def _in_place(here: ArrivalsHere, arrivals: int) -> bool:
-    """Whether the row groups ``here`` found suit :class:`ExplainInPlace`: more than one
-    (else one task does it all), none above :data:`IN_PLACE_ROWS` rows (each is held
-    whole)."""
+def _in_place_groups(groups: Sequence[tuple[int, int | None]], file_rows) -> list[int]:
+    """The first ``_evt_seq`` of each group of rows :class:`ExplainInPlace` explains as one
+    part: the Parquet row groups (``groups``: :attr:`AsRead.groups`), those of more than
+    :data:`IN_PLACE_ROWS` rows in slices (Spark-written files often have row groups of
+    128 MB; each slice is still read whole by one task)."""
+    return sliced_groups([g for g, _ in groups], file_rows, IN_PLACE_ROWS)
+
+
+def _in_place(here: ArrivalsHere, arrivals: int, row_groups: int) -> bool:
+    """Whether the groups ``here`` found suit :class:`ExplainInPlace`: more than one row
+    group (of ``row_groups``; else one task does it all), no group above
+    :data:`IN_PLACE_ROWS` rows (each is held whole)."""
     starts = here.group_starts
-    if starts is None or len(starts) < 2 or starts[0] != 1:
+    if starts is None or row_groups < 2 or starts[0] != 1:
         return False
     return int(np.diff(np.r_[starts, arrivals + 1]).max()) <= IN_PLACE_ROWS
 
@@ -748,7 +758,7 @@ EXPLAIN_SLICE = 1 << 16  # rows of a part explained at a time
 
 _TEXT_COLUMNS = ("source", "decision", "released_by", "windows", "reason")
 
-IN_PLACE_ROWS = 1 << 21  # the most rows of a row group explain adjust explains in place
+IN_PLACE_ROWS = 1 << 21  # the most rows explained in place as one part (a row group or a slice)
 
 
 def _results_of_group(counts: str, group: int) -> str:

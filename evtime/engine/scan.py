@@ -317,6 +317,28 @@ def arrivals_here(
     return ArrivalsHere(before, tops, starts, in_groups[seen])
 
 
+def sliced_groups(groups: Sequence[int], file_rows: Sequence[int], most: int) -> list[int]:
+    """The first ``_evt_seq`` of every row group (``groups``, ascending, as
+    :func:`arrivals_here` takes them), each row group of more than ``most`` rows cut into
+    even slices of at most ``most`` rows, each then counted as a group of its own.  A row
+    group's rows: up to the next one of its file, the last one's up to the file's rows in
+    ``file_rows`` (by file index; a file it does not give keeps its last row group whole).
+    """
+    out: list[int] = []
+    for i, first in enumerate(groups):
+        file = first >> SEQ_FILE_SHIFT
+        if i + 1 < len(groups) and groups[i + 1] >> SEQ_FILE_SHIFT == file:
+            end = groups[i + 1]
+        elif file < len(file_rows):
+            end = (file << SEQ_FILE_SHIFT) + file_rows[file]
+        else:
+            end = first
+        n = end - first
+        k = max(1, -(-n // most))  # slices
+        out.extend(first + j * n // k for j in range(k))
+    return out
+
+
 def rows_before(counts) -> np.ndarray:
     """Per entry of ``counts`` (rows per file, by index), the rows of the entries before."""
     counts = np.asarray(counts, np.int64)
