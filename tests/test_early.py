@@ -13,7 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from evtime.cli import run
+from evtime.engine import adjust_in_place
 from evtime.engine.adjust import EarlyExplain
+from evtime.engine.adjust_in_place import EarlyAdjust
 from evtime.engine.scan import Carry
 
 BASE = 1_700_000_000_000_000_000
@@ -47,7 +49,10 @@ def found(monkeypatch):
 
 
 CASES = {
-    "adjust": (["adjust", "--unit", "usec", "--range", "20"], Carry, "parquet"),
+    # (row groups of 500 rows, 500 us each: ordered in place when the range is shorter)
+    "adjust": (["adjust", "--unit", "usec", "--range", "20"], EarlyAdjust, "parquet"),
+    # (the same, told the row groups do not fit: the shuffle, with the search's carry)
+    "adjust-shuffled": (["adjust", "--unit", "usec", "--range", "20"], EarlyAdjust, "parquet"),
     "explain": (
         ["explain", "adjust", "--unit", "usec", "--range", "20", "--format", "csv"],
         EarlyExplain,
@@ -62,6 +67,8 @@ def test_what_is_found_while_spark_starts_changes_nothing(
     case, found, run_cli, tmp_path, monkeypatch
 ):
     args, kind, ext = CASES[case]
+    if case == "adjust-shuffled":
+        monkeypatch.setattr(adjust_in_place, "fits", lambda *a: False)
     inputs = [_events(tmp_path / f"in{i}.parquet", 3000, i) for i in range(2)]
     if case != "merge":
         inputs = inputs[:1]
@@ -74,6 +81,9 @@ def test_what_is_found_while_spark_starts_changes_nothing(
     assert isinstance(found[0], kind) and found[1] is None
     if case == "merge":  # (the carry per source looked up by its number, Carry.of)
         assert found[0][1]._by_number is not None
+    if case.startswith("adjust"):  # (the row groups, or, when they do not fit, the carry)
+        shuffled = case == "adjust-shuffled"
+        assert (found[0].here is None, isinstance(found[0].carry, Carry)) == (shuffled, shuffled)
     assert (tmp_path / f"early.{ext}").read_bytes() == (tmp_path / f"late.{ext}").read_bytes()
     said = [re.sub(r"\(\d+\.\ds\)", "", r.stderr) for r in (early, late)]
     assert said[0] == said[1] and int(re.search(r"discarded (\d+)", said[0])[1]) > 0

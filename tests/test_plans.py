@@ -151,6 +151,8 @@ def check_plan(plan: str) -> list[str]:
 COMMANDS = {
     "adjust": ["adjust", "--unit", "msec", "--range", "999", "{one}"],
     "adjust-key": ["adjust", "--unit", "msec", "--range", "999", "--key", "key", "{one}"],
+    # (every row group moves the reference time by more than 3 ms: ordered in place)
+    "adjust-in-place": ["adjust", "--unit", "msec", "--range", "3", "{one}"],
     "explain-adjust": ["explain", "adjust", "--unit", "msec", "--range", "999", "{one}"],
     "merge": ["merge", "--bound-marker", "kind=bound", "{s1}", "{s2}", "{s3}"],
     "merge-discards": ["merge", "--discards", "{late}", "{s1}", "{s2}", "{s3}"],
@@ -276,6 +278,34 @@ def test_explain_adjust_slices_big_row_groups(inputs, plans, run_cli, tmp_path, 
     res = run_cli(*args[:-1], one, "--format", "csv", "-o", again, "-q", "--overwrite")
     assert res.exit_code == 0, res.stderr
     assert len(plans) == 4 and "Exchange" in plans[3]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_adjust_orders_rows_where_they_are_read(fmt, inputs, plans, run_cli, tmp_path, monkeypatch):
+    """Without keys, on local Parquet whose row groups each move the reference time by
+    more than the range, adjust's one job is a scan alone (no exchange, no sort): each
+    task orders its row group, and the rows within the range of a group's edge are merged
+    here.  The same bytes as the rows shuffled into parts of the output; a range the row
+    groups do not outgrow (999 ms) takes the shuffle."""
+    from evtime.engine import adjust_in_place
+
+    fits = adjust_in_place.fits
+    out, again = tmp_path / f"out.{fmt}", tmp_path / f"again.{fmt}"
+    args = ["adjust", "--unit", "msec", "--range", "3", inputs["one"], "-q"]
+    res = run_cli(*args, "-o", out)
+    assert res.exit_code == 0, res.stderr
+    assert len(plans) == 1, plans
+    nodes = {n.strip() for _, n, _ in _tree(plans[0])}
+    assert "Scan parquet" in nodes and not {"Exchange", "Sort"} & nodes, nodes
+    monkeypatch.setattr(adjust_in_place, "fits", lambda *a: False)
+    res = run_cli(*args, "-o", again)
+    assert res.exit_code == 0, res.stderr
+    assert len(plans) == 2 and "Exchange" in plans[1]
+    assert again.read_bytes() == out.read_bytes()
+    monkeypatch.setattr(adjust_in_place, "fits", fits)
+    res = run_cli(*args[:4], "999", *args[5:], "-o", again, "--overwrite")
+    assert res.exit_code == 0, res.stderr
+    assert "Exchange" in plans[-1]
 
 
 @pytest.mark.parametrize("keyed", [False, True])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import click
@@ -51,10 +52,17 @@ def adjust(**kw) -> None:
 
     Truncate times to a unit, hold rows up to a range behind the reference time (the latest
     time seen), discard older ones, and release the rest in time order."""
+    with contextlib.ExitStack() as shared:
+        _adjust(kw, shared)
+
+
+def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
     started = time.monotonic()
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     from evtime.engine import adjust as engine
+    from evtime.engine import adjust_in_place as in_place
     from evtime.errors import UsageError
+    from evtime.io.staging import shared_dir
     from evtime.io.writer import ROUTE
     from evtime.units import truncated_range
 
@@ -79,19 +87,26 @@ def adjust(**kw) -> None:
     # (a small input read here is quicker with the prefix scan: fewer Spark jobs to plan)
     in_order = not (kw["discards"] or kw["emit_bounds"])
     early = None
-    if in_order and not spec.keys:  # (the search's carry, found while Spark starts)
-        early = run.from_footers(lambda foot, _: engine.early_carry(spec, foot))
+    if in_order and not spec.keys:  # (row groups or the search's carry, while Spark starts)
+        early = run.from_footers(lambda foot, _: in_place.early_adjust(spec, foot))
     spark, df, lay, files = run.start(inp, ses, meanwhile=early)
     in_order = in_order and not run.in_driver()
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     own = lay.schema.names
     # the time range, when known (read here, or in the Parquet footers): no job to find it
     limits = truncated_range(inp.time_range, spec.unit_ns)
-    classified, step = (
-        engine.classify_in_order(df, spec, limits, inp.as_read, inp.found_early)
-        if in_order
-        else (engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read), None)
-    )
+    found, placed = inp.found_early, None
+    if in_order and inp.rejected is None:  # (every row an arrival, as read)
+        zones = lambda: shared.enter_context(shared_dir())  # noqa: E731 (only when taken)
+        placed = in_place.ordered_in_place(df, spec, read, inp.as_read, limits, zones, found)
+    if placed is not None:
+        classified, step = placed
+    elif in_order:
+        carry = found.carry if found is not None else None
+        classified, step = engine.classify_in_order(df, spec, limits, inp.as_read, carry)
+    else:
+        classified = engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
+        step = None
     df, sinks = _sinks(classified, spec, own, kw, inp.as_read)
     out = sinks[0]
     from pyspark.sql import functions as F
@@ -100,7 +115,7 @@ def adjust(**kw) -> None:
         df = df.withColumn(ROUTE, F.when(F.col(engine.KEEP), "out").otherwise("discard"))
     else:  # the keep flag is found as each part is written: the route with it
         df = df.withColumn(ROUTE, F.lit(None).cast("string"))
-        step = run.Routed(step, _route)
+        step = step if placed is not None else run.Routed(step, _route)
     if kw["emit_bounds"]:
         df, out.columns = _with_bounds(df, spec, lay, kw, inp, out.columns)
         out.routes = ("out", "emit")

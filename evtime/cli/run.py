@@ -515,6 +515,10 @@ def _write_jobs(
             raise
         if early:
             staged.update(early.tmp)
+            writer.add_counts(seen, early.seen)
+        elif ranges is not None:  # (parts this process makes: after the job, in order)
+            for i in range(ranges.n):
+                writer.add_counts(seen, writer.made_part(ranges, i, sinks, lay, staging))
         writer.check_parts(seen, sinks, staging, taken)
         for route, n in seen.items():
             counts[route] = counts.get(route, 0) + n

@@ -516,7 +516,8 @@ class Early:
         import threading
 
         schemas = [_arrow_schema(s, lay, spark_schema) for s in sinks]  # (checked already)
-        self.sinks, self.staging, self.ranges = sinks, staging, ranges
+        self.sinks, self.staging, self.ranges, self.lay = sinks, staging, ranges, lay
+        self.seen: dict[str, int] = {}  # rows and part files of the parts made here
         self.tmp = {s.name: temp_name(s, staging) for s in sinks}
         for tmp in self.tmp.values():
             note_temp(staging, tmp)
@@ -538,14 +539,16 @@ class Early:
         self.thread.start()
 
     def _run(self) -> None:
+        waits_for = getattr(self.ranges, "waits_for", lambda i: i)
         try:
             for i in range(self.ranges.n):
-                done = done_path(self.staging, i)
+                done = done_path(self.staging, waits_for(i))
                 # (once the job is over, a partition without a done file had no task in
                 # Python, and no rows)
                 while not os.path.exists(done) and not self.over.is_set():
                     if self.stop.wait(self.POLL):
                         return
+                add_counts(self.seen, made_part(self.ranges, i, self.sinks, self.lay, self.staging))
                 for sink, whole in zip(self.sinks, self.wholes, strict=True):
                     for p in self.ranges.parts(i):
                         path = part_path(self.staging, sink.name, p)
@@ -582,6 +585,25 @@ class Early:
         for path in self.tmp.values():
             with contextlib.suppress(OSError):
                 os.unlink(path)
+
+
+def made_part(ranges, i: int, sinks: list[Sink], lay: Layout, staging: str) -> dict[str, int]:
+    """Part ``i`` written here when ``ranges`` makes its rows in this process
+    (``ranges.made(i)``, a table with ``ROUTE``; such as the zones of
+    evtime.engine.adjust_in_place.Zones): rows seen per route and part files written, as
+    :func:`_write_parts` counts them (none for the parts the tasks write)."""
+    made = getattr(ranges, "made", None)
+    rows = made(i) if made is not None else None
+    if rows is None or not rows.num_rows:
+        return {}
+    rows = rows.drop_columns([c for c in (PART,) if c in rows.column_names])
+    rows = rows.append_column(PART, pa.array(np.full(rows.num_rows, i, np.int64)))
+    return _write_parts(iter(rows.to_batches()), sinks, lay, staging)
+
+
+def add_counts(into: dict[str, int], more: dict[str, int]) -> None:
+    for k, n in more.items():
+        into[k] = into.get(k, 0) + n
 
 
 def parts_of(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.RecordBatch]]:

@@ -1,0 +1,259 @@
+"""adjust's rows put in time order where they are read: no shuffle, no sort in Spark.
+
+Without keys, the reference time before a Parquet row group (or slice, see
+:func:`~evtime.engine.adjust._in_place_groups`) is the greatest evtime of the groups before
+it, ``B[g]``, known from one pass over the times read here; the running maximum inside
+the group is the task's own.  Every row group's kept rows have evtime in
+``[B[g] - width, B[g + 1]]``, so the output, in (evtime, arrival) order, is cut on the
+time line into:
+
+* the *gap* of group ``g``, evtime in ``(B[g], B[g + 1] - width)``: rows of ``g`` alone
+  (the earlier groups' evtimes are at most ``B[g]``, the later groups' kept rows at least
+  ``B[g + 1] - width``), sorted by the task that read ``g``;
+* the *zone* ``k`` (``1 <= k < groups``), evtime in ``[B[k] - width, B[k]]``: kept rows of
+  groups ``k - 1`` and ``k`` only, when every group after the first moves the reference
+  time by more than ``width`` (``B[k + 1] - B[k] > width``; checked before the job, else
+  the shuffled path runs).  Each task leaves its rows of the zones next to it in a file;
+  this process merges the two files of a zone (a few rows: those within ``width`` of a
+  group's edge) as soon as both tasks are done, and adds the zone as the part between the
+  two gaps.
+
+Parts: the gap of group ``g`` is part ``2g``, zone ``k`` part ``2k - 1``
+(:class:`Zones`), all added to the output in order as they are done
+(:class:`~evtime.io.writer.Early`).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from evtime.engine.adjust import (
+    EVT,
+    AdjustSpec,
+    _evtime,
+    _in_place,
+    _in_place_groups,
+    early_carry,
+    tops_before,
+)
+from evtime.engine.running import NONE, values_of
+from evtime.engine.scan import ArrivalsHere, AsRead, Carry, arrivals_here
+from evtime.io.reader import PART, SEQ, SEQ_FILE_SHIFT
+from evtime.io.writer import EachPart
+
+ROUTES = ["out", "discard"]  # the routes this step gives (by number)
+
+
+def fits(here: ArrivalsHere | None, arrivals: int, row_groups: int, width: int) -> bool:
+    """Whether ``here`` (:func:`~evtime.engine.scan.arrivals_here` with the groups) suits
+    :class:`OrderedInPlace`: the groups suit explain's in-place path (more than one row
+    group, none above :data:`~evtime.engine.adjust.IN_PLACE_ROWS` rows), every one has a
+    time, and each after the first moves the reference time by more than ``width``
+    (the zones between gaps are then apart, each of two groups' rows)."""
+    if here is None or not _in_place(here, arrivals, row_groups):
+        return False
+    tops = here.group_tops
+    if (tops == NONE).any():
+        return False
+    upto = [int(t) for t in np.maximum.accumulate(tops)]  # (Python ints: no overflow)
+    return all(b - a > width for a, b in zip(upto[:-2], upto[1:-1], strict=True))
+
+
+def ordered_in_place(
+    df: DataFrame,
+    spec: AdjustSpec,
+    arrivals: int,
+    as_read: AsRead | None,
+    limits: tuple[int, int] | None,
+    where: Callable[[], str],
+    early: EarlyAdjust | None = None,
+) -> tuple[DataFrame, OrderedInPlace] | None:
+    """adjust's output rows (no keys, no ``--discards``) ordered where they are read, when
+    ``df`` is ``arrivals`` rows as Spark's Parquet reader reads them (every one an arrival)
+    and the pass over their times (``early``'s, or made now from ``as_read``) says it can
+    be (:func:`fits`): the rows as read, with :data:`EVT`, and the step the writer runs on each
+    row group (:class:`OrderedInPlace`; its zone files go to ``where()``, a directory the
+    tasks and this process share, made only then).  None: take the shuffled path."""
+    if spec.keys or as_read is None or as_read.times is None or len(as_read.groups) < 2:
+        return None
+    if limits is None or limits[0] - spec.width < NONE:  # (bounds stay in int64)
+        return None
+    if early is not None and early.arrivals == arrivals:
+        here = early.here  # (None: they did not fit)
+    else:
+        firsts = _in_place_groups(as_read.groups, as_read.file_rows)
+        here = arrivals_here(as_read.times, spec.unit_ns, arrivals, firsts)
+    if not fits(here, arrivals, len(as_read.groups), spec.width):
+        return None
+    tops = here.group_tops
+    step = OrderedInPlace(
+        spec.width,
+        where(),
+        here.before,
+        here.group_starts,
+        tops_before(tops),
+        np.maximum.accumulate(tops),
+    )
+    rows = df.withColumns({EVT: _evtime(spec), PART: F.lit(-1).cast("long")})
+    return rows, step
+
+
+@dataclass(frozen=True)
+class EarlyAdjust:
+    """What adjust (no keys) takes from one pass over the times read here, found while
+    Spark starts: the groups for :func:`ordered_in_place` (``here``, when they fit) or
+    else the search's carry for the shuffled path
+    (:func:`~evtime.engine.adjust.early_carry`)."""
+
+    arrivals: int
+    here: ArrivalsHere | None
+    carry: Carry | None
+
+
+def early_adjust(spec: AdjustSpec, known) -> EarlyAdjust | None:
+    """:class:`EarlyAdjust` from what is ``known`` of the input (a
+    :class:`~evtime.io.reader.Footing`)."""
+    if spec.keys:
+        return None
+    groups = known.groups or ()
+    if len(groups) >= 2:
+        firsts = _in_place_groups(groups, known.file_rows)
+        here = arrivals_here(known.times, spec.unit_ns, known.good, firsts)
+        if fits(here, known.good, len(groups), spec.width):
+            return EarlyAdjust(known.good, here, None)
+    return EarlyAdjust(known.good, None, early_carry(spec, known))
+
+
+def _zone_path(where: str, zone: int, group: int) -> str:
+    return os.path.join(where, f"zone-{zone:06d}-{group:06d}")
+
+
+@dataclass(frozen=True)
+class Zones(EachPart):
+    """The writer's ``n`` parts of :class:`OrderedInPlace` (``(n + 1) / 2`` row groups),
+    each wherever Spark holds it: part ``2g`` the gap of group ``g``, written by its task;
+    part ``2k - 1`` zone ``k``, made here (:meth:`made`) from the files the tasks of groups
+    ``k - 1`` and ``k`` left in ``where``, once the second is done (:meth:`waits_for`)."""
+
+    where: str = ""
+
+    def waits_for(self, i: int) -> int:
+        """The part whose task must be done before part ``i`` is added."""
+        return i + 1 if i % 2 else i
+
+    def made(self, i: int) -> pa.Table | None:
+        """Part ``i``'s rows when this process makes them (a zone: its two groups' rows,
+        by (evtime, arrival), routed ``out``), else None."""
+        from evtime.errors import OutputError
+
+        if i % 2 == 0:
+            return None
+        zone = (i + 1) // 2
+        tables = []
+        for group in (zone - 1, zone):
+            path = _zone_path(self.where, zone, group)
+            try:
+                with pa.OSFile(path) as src:
+                    tables.append(pa.ipc.open_file(src).read_all())
+            except FileNotFoundError:
+                raise OutputError(
+                    f"a Spark task left no {path}: on a cluster, set EVTIME_STAGING to a "
+                    "directory mounted at the same path on this machine and every executor"
+                ) from None
+            os.unlink(path)
+        rows = pa.concat_tables(tables)
+        order = np.lexsort((values_of(rows.column(SEQ)), values_of(rows.column(EVT))))
+        return _routed(rows.take(order), np.zeros(rows.num_rows, np.int32))
+
+
+def _routed(rows: pa.Table, route: np.ndarray) -> pa.Table:
+    from evtime.io.writer import ROUTE, routes
+
+    if ROUTE in rows.column_names:
+        rows = rows.drop_columns([ROUTE])
+    return rows.append_column(ROUTE, routes(route, ROUTES))
+
+
+@dataclass(frozen=True)
+class OrderedInPlace:
+    """The writer's step for :func:`ordered_in_place`, on each row group (or slice) whole,
+    as read: numbers it (:meth:`numbered`: part ``2g``), keeps the rows at or above their
+    reference time minus ``width`` (the greatest evtime of the groups before, ``before``,
+    and of the group's earlier rows), yields the gap's rows sorted by (evtime, arrival) and
+    the discarded rows (routed ``discard``), and leaves the rows of the zones on each side
+    in files in ``where`` (:class:`Zones`).  ``files_before``: the arrivals of the files
+    before each file (:attr:`~evtime.engine.scan.ArrivalsHere.before`); ``starts``: each
+    group's first arrival; ``upto``: the greatest evtime up to each group's end."""
+
+    width: int
+    where: str
+    files_before: np.ndarray = field(compare=False)
+    starts: np.ndarray = field(compare=False)
+    before: np.ndarray = field(compare=False)
+    upto: np.ndarray = field(compare=False)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The columns it reads (beside the sinks')."""
+        return (EVT, SEQ)
+
+    @property
+    def ranges(self) -> Zones:
+        return Zones(2 * len(self.starts) - 1, self.where)
+
+    def numbered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """The batch with each row's part: ``2g``, ``g`` its row group."""
+        seq = values_of(batch.column(SEQ))
+        mask = (1 << SEQ_FILE_SHIFT) - 1
+        arrival = self.files_before[seq >> SEQ_FILE_SHIFT] + (seq & mask) + 1
+        group = np.searchsorted(self.starts, arrival, "right") - 1
+        cols = dict(zip(batch.schema.names, batch.columns, strict=True))
+        cols[PART] = pa.array(2 * group, pa.int64())
+        return pa.RecordBatch.from_pydict(cols)
+
+    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
+        from evtime.errors import EvtimeError, in_task
+
+        group = part.column(PART)[0].as_py() // 2
+        if part.column(EVT).null_count:
+            raise in_task(EvtimeError("internal error: a row without a time in place"))
+        evt = values_of(part.column(EVT))
+        # the reference time before each row: the groups' before, then the group's own
+        ref = np.empty(len(evt), np.int64)
+        ref[0] = evt[0] if group == 0 else self.before[group]  # (the first arrival: none)
+        ref[1:] = np.maximum(np.maximum.accumulate(evt)[:-1], ref[0])
+        keep = evt >= ref - self.width
+        kept = np.flatnonzero(keep)
+        kept = kept[np.argsort(evt[kept], kind="stable")]  # (by evtime, then arrival)
+        times = evt[kept]
+        last = len(self.starts) - 1
+        low = np.searchsorted(times, self.before[group], "right") if group else 0
+        high = len(times)
+        if group < last:
+            high = np.searchsorted(times, self.upto[group] - self.width, "left")
+        if group:
+            self._leave(group, group, part.take(kept[:low]))
+        if group < last:
+            self._leave(group + 1, group, part.take(kept[high:]))
+        gap = part.take(kept[low:high])
+        yield from _routed(gap, np.zeros(gap.num_rows, np.int32)).to_batches()
+        late = np.flatnonzero(~keep)
+        if len(late):
+            yield from _routed(part.take(late), np.ones(len(late), np.int32)).to_batches()
+
+    def _leave(self, zone: int, group: int, rows: pa.Table) -> None:
+        """The group's rows of a zone, in a file (written whole under another name, then
+        renamed: a task run again writes the same rows)."""
+        path = _zone_path(self.where, zone, group)
+        tmp = f"{path}.{uuid.uuid4().hex}"
+        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, rows.schema) as out:
+            out.write_table(rows)
+        os.replace(tmp, path)
