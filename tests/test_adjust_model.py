@@ -169,12 +169,19 @@ def test_adjust_in_order_equals_model(run_cli, monkeypatch, tmp_path, rows, unit
 @example(
     data=[(0, 0)] * 4 + [(0, 30)] * 2 + [(0, 0)] * 6, group=4, cut=0, unit="nsec", range_=5, fmt="-"
 )
+# a zone in time order, not arrival order: the next group's first row below the last
+@example(
+    data=[(0, 0)] * 4 + [(0, 12)] + [(0, 0)] * 7, group=4, cut=0, unit="nsec", range_=3, fmt="-"
+)
+# released by the next group's row whose reference time before it is evtime + range
+@example(data=[(0, 0)] * 12, group=4, cut=0, unit="nsec", range_=10, fmt="-")
 def test_adjust_in_place_equals_model(
     run_cli, monkeypatch, tmp_path, data, group, cut, unit, range_, fmt
 ):
     """Rows ordered where they are read (each row group by its task, the rows near a
     group's edge merged here; evtime.engine.adjust_in_place) equal the model, to standard
-    output and to files of every format.  The streams: 10 units a row, up to 9 units of
+    output and to files of every format; so does explain adjust without its search job
+    (evtime.engine.explain_in_place).  The streams: 10 units a row, up to 9 units of
     noise below the unit, some rows late by up to 30 units (late enough to fall into the
     group before, or to be discarded); row groups of ``group`` rows, a second file from
     ``cut``.  Taken when every row group after the first moves the reference time by more
@@ -224,3 +231,22 @@ def test_adjust_in_place_equals_model(
     assert got == [w.arrival - 1 for w in released]
     n_disc = len(want) - len(released)
     assert f"read {len(times)}, released {len(released)}, discarded {n_disc}" in r.stderr
+    # explain adjust: each row group explained where it is read, with no search job, when
+    # the last group moves the reference time by more than the range too
+    from evtime.engine import explain_in_place
+
+    plans = []
+    plan = explain_in_place.explain_plan
+    monkeypatch.setattr(
+        explain_in_place, "explain_plan", lambda *a: plans.append(plan(*a)) or plans[-1]
+    )
+    r = run_cli("explain", "adjust", "--unit", unit, "--range", range_, *paths, "--format", "csv")
+    assert r.exit_code == 0, r.stderr
+    assert len(plans) == 1 and (plans[0] is not None) == (tops[-1] - tops[-2] > range_ * u)
+    got = r.csv()
+    assert len(got) == len(want)
+    for g, w in zip(got, want, strict=True):
+        assert (int(g["arrival"]), g["decision"], g["ref"]) == (w.arrival, w.decision, iso(w.ref))
+        assert g["released_by"] == ("" if w.released_by is None else str(w.released_by))
+        assert g["output_pos"] == ("" if w.output_pos is None else str(w.output_pos))
+        assert (g["reason"] != "") == (w.reason is not None)

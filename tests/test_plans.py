@@ -308,6 +308,29 @@ def test_adjust_orders_rows_where_they_are_read(fmt, inputs, plans, run_cli, tmp
     assert "Exchange" in plans[-1]
 
 
+def test_explain_adjust_needs_no_search_job_when_row_groups_outgrow_the_range(
+    inputs, plans, run_cli, tmp_path, monkeypatch
+):
+    """When every row group moves the reference time by more than the range, explain
+    adjust runs one job, a scan alone: each row group is explained where it is read, from
+    one pass over the times here (the rows near its edges, the next group's first rows).
+    The same bytes as with the search's job first."""
+    from evtime.engine import explain_in_place
+
+    out, again = tmp_path / "out.csv", tmp_path / "again.csv"
+    args = ["explain", "adjust", "--unit", "msec", "--range", "3", inputs["one"], "-q"]
+    res = run_cli(*args, "--format", "csv", "-o", out)
+    assert res.exit_code == 0, res.stderr
+    assert len(plans) == 1, plans
+    nodes = {n.strip() for _, n, _ in _tree(plans[0])}
+    assert "Scan parquet" in nodes and not {"Exchange", "Sort"} & nodes, nodes
+    monkeypatch.setattr(explain_in_place, "explain_plan", lambda *a: None)
+    res = run_cli(*args, "--format", "csv", "-o", again)
+    assert res.exit_code == 0, res.stderr
+    assert len(plans) == 3  # (the search's job, then the writer's)
+    assert again.read_bytes() == out.read_bytes()
+
+
 @pytest.mark.parametrize("keyed", [False, True])
 def test_adjust_discards_numbered_from_the_footers(keyed, inputs, plans, run_cli, tmp_path):
     """``adjust --discards`` on Parquet read by Spark numbers the discarded arrivals from

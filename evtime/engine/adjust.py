@@ -114,7 +114,8 @@ class EarlyExplain:
 
     arrivals: int
     here: ArrivalsHere
-    carry: Carry
+    carry: Carry | None
+    plan: object = None  # evtime.engine.explain_in_place.ExplainPlan: no carry needed
 
 
 def early_explain(spec: AdjustSpec, known) -> EarlyExplain | None:
@@ -126,6 +127,10 @@ def early_explain(spec: AdjustSpec, known) -> EarlyExplain | None:
     here = arrivals_here(known.times, spec.unit_ns, known.good, firsts)
     if here is None:
         return None
+    as_read = AsRead(known.groups or (), known.times, known.file_rows)
+    plan = _explain_plan(spec, as_read, known.good, here, limits[1])
+    if plan is not None:
+        return EarlyExplain(known.good, here, None, plan)
     reach = here.dense(reach_from(known.times, spec.unit_ns))
     return EarlyExplain(known.good, here, carry_here(reach, (), *limits, spec.width))
 
@@ -341,6 +346,12 @@ def explain_in_parts(
     lims = limits or value_limits(rows, EVT)
     if lims[0] is not None and lims[0] - spec.width < -(1 << 63):
         raise OverflowError(f"{EVT} - {spec.width} leaves the int64 range")
+    if in_place and here is not None and lims[0] is not None:
+        plan = early.plan if early is not None and early.here is here else None
+        if plan is None and early is None:
+            plan = _explain_plan(spec, as_read, arrivals, here, lims[1])
+        if plan is not None:  # (no search job: each row group explained from the plan)
+            return _explained_from_plan(rows.drop(EVT), spec, sources, keys, arrivals, here, plan)
     reach = here.dense(reach_from(as_read.times, spec.unit_ns)) if here else None
     if carry is not None and carry.fits((), *lims, spec.width):
         reach = carry
@@ -431,6 +442,38 @@ def _explained_in_place(
         here.group_starts,
     )
     return rows.withColumn(PART, F.lit(-1).cast("long")), explain
+
+
+def _explain_plan(spec: AdjustSpec, as_read: AsRead, arrivals: int, here: ArrivalsHere, hi: int):
+    """:func:`~evtime.engine.explain_in_place.explain_plan` when the row groups ``here``
+    found fit (see :func:`~evtime.engine.adjust_in_place.fits`), else None."""
+    from evtime.engine.adjust_in_place import fits
+    from evtime.engine.explain_in_place import explain_plan
+
+    if spec.keys or not fits(here, arrivals, len(as_read.groups), spec.width):
+        return None
+    return explain_plan(as_read.times, spec.unit_ns, spec.width, arrivals, here, hi)
+
+
+def _explained_from_plan(
+    rows, spec, sources, keys, arrivals, here, plan
+) -> tuple[DataFrame, ExplainInPart]:
+    """The rows as read and :class:`~evtime.engine.explain_in_place.ExplainedInPlace`."""
+    from evtime.engine.explain_in_place import ExplainedInPlace
+    from evtime.io.writer import EachPart
+
+    step = ExplainedInPlace(
+        spec,
+        tuple(sources),
+        keys,
+        "",
+        arrivals,
+        EachPart(len(here.group_starts)),
+        tops_before(here.group_tops),
+        here.group_starts,
+        plan,
+    )
+    return rows.withColumn(PART, F.lit(-1).cast("long")), step
 
 
 def tops_before(tops: np.ndarray) -> np.ndarray:
@@ -686,10 +729,8 @@ class ExplainInPart:
         real = values_of(part.column(ARRIVAL)) > 0  # (probe rows: arrival 0)
         rows = part if real.all() else part.filter(pa.array(real))
         before, known, evt = before[real], known[real], evt[real]
-        least, rank, vpart = self.found(values_of(rows.column(ARRIVAL)), results)
-        keep = rank > 0
         ref = np.where(known, np.maximum(before, evt), evt)
-        pos = self.kept()[vpart] + rank
+        least, keep, pos = self.searched(rows, evt, before, known, ref, results)
         # (the columns made a slice at a time: a whole row group's text would be big)
         for at in range(0, rows.num_rows, EXPLAIN_SLICE):
             cut = slice(at, at + EXPLAIN_SLICE)
@@ -702,6 +743,20 @@ class ExplainInPart:
                 least[cut],
                 pos[cut],
             )
+
+    def searched(
+        self,
+        rows: pa.Table,
+        evt: np.ndarray,
+        before: np.ndarray,
+        known: np.ndarray,
+        ref: np.ndarray,
+        results: tuple[np.ndarray, ...],
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per row of a part of arrivals: the least arrival above it (-1: none), whether it
+        is kept and its output position (kept rows), from the search's ``results``."""
+        least, rank, vpart = self.found(values_of(rows.column(ARRIVAL)), results)
+        return least, rank > 0, self.kept()[vpart] + rank
 
     def made(
         self,
