@@ -520,8 +520,7 @@ def _write_jobs(
             for i in range(ranges.n):
                 writer.add_counts(seen, writer.made_part(ranges, i, sinks, lay, staging))
         writer.check_parts(seen, sinks, staging, taken)
-        for route, n in seen.items():
-            counts[route] = counts.get(route, 0) + n
+        writer.add_counts(counts, seen)
     return counts
 
 

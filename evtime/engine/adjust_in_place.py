@@ -56,8 +56,8 @@ def fits(here: ArrivalsHere | None, arrivals: int, row_groups: int, width: int) 
     """Whether ``here`` (:func:`~evtime.engine.scan.arrivals_here` with the groups) suits
     :class:`OrderedInPlace`: the groups suit explain's in-place path (more than one row
     group, none above :data:`~evtime.engine.adjust.IN_PLACE_ROWS` rows), every one has a
-    time, and each after the first moves the reference time by more than ``width``
-    (the zones between gaps are then apart, each of two groups' rows)."""
+    time, and each after the first but the last moves the reference time by more than
+    ``width`` (the zones between gaps are then apart, each of two groups' rows)."""
     if here is None or not _in_place(here, arrivals, row_groups):
         return False
     tops = here.group_tops

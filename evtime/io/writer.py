@@ -602,6 +602,7 @@ def made_part(ranges, i: int, sinks: list[Sink], lay: Layout, staging: str) -> d
 
 
 def add_counts(into: dict[str, int], more: dict[str, int]) -> None:
+    """Add the counts ``more`` (rows per route, part files per sink) to ``into``."""
     for k, n in more.items():
         into[k] = into.get(k, 0) + n
 
