@@ -580,6 +580,11 @@ class Early:
         """The job failed: stop, and remove what was staged."""
         self.stop.set()
         self.thread.join()
+        for whole in self.wholes:  # (a Parquet writer left open closes at garbage
+            # collection, into a closed file: closed now, its held rows dropped)
+            if whole.w is not None:
+                with contextlib.suppress(Exception):
+                    whole.w.close()
         for f in self.files:
             f.close()
         for path in self.tmp.values():
