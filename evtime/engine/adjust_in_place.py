@@ -45,8 +45,8 @@ from evtime.engine.adjust import (
     tops_before,
 )
 from evtime.engine.running import NONE, values_of
-from evtime.engine.scan import ArrivalsHere, AsRead, Carry, arrivals_here
-from evtime.io.reader import PART, SEQ, SEQ_FILE_SHIFT
+from evtime.engine.scan import ArrivalsHere, AsRead, Carry, arrival_of, arrivals_here
+from evtime.io.reader import PART, SEQ
 from evtime.io.writer import EachPart
 
 ROUTES = ["out", "discard"]  # the routes this step gives (by number)
@@ -65,6 +65,27 @@ def fits(here: ArrivalsHere | None, arrivals: int, row_groups: int, width: int) 
         return False
     upto = [int(t) for t in np.maximum.accumulate(tops)]  # (Python ints: no overflow)
     return all(b - a > width for a, b in zip(upto[:-2], upto[1:-1], strict=True))
+
+
+def near_edges(
+    evt: np.ndarray,
+    ref_before: np.ndarray,
+    group: np.ndarray | int,
+    before: np.ndarray,
+    upto: np.ndarray,
+    width: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rule every in-place step keeps to, per row of row group ``group`` (one for all,
+    or one per row): whether it is kept (evtime at least its reference time before it,
+    ``ref_before``, minus ``width``; :data:`NONE`, the first arrival: kept), and whether
+    a kept row is in the zone below its group (evtime at most ``before[group]``, the
+    greatest evtime of the groups before; none in the first group) or in the zone above it
+    (evtime at least ``upto[group] - width``, ``upto`` the greatest evtime up to each
+    group's end; none in the last).  :func:`fits` makes the two zones of a group apart."""
+    keep = evt >= np.where(ref_before == NONE, evt, ref_before) - width
+    low = keep & (group >= 1) & (evt <= before[group])
+    high = keep & (group < len(upto) - 1) & (evt >= upto[group] - width)
+    return keep, low, high
 
 
 def ordered_in_place(
@@ -211,9 +232,7 @@ class OrderedInPlace:
 
     def numbered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The batch with each row's part: ``2g``, ``g`` its row group."""
-        seq = values_of(batch.column(SEQ))
-        mask = (1 << SEQ_FILE_SHIFT) - 1
-        arrival = self.files_before[seq >> SEQ_FILE_SHIFT] + (seq & mask) + 1
+        arrival = arrival_of(self.files_before, values_of(batch.column(SEQ)))
         group = np.searchsorted(self.starts, arrival, "right") - 1
         cols = dict(zip(batch.schema.names, batch.columns, strict=True))
         cols[PART] = pa.array(2 * group, pa.int64())
@@ -228,22 +247,16 @@ class OrderedInPlace:
         evt = values_of(part.column(EVT))
         # the reference time before each row: the groups' before, then the group's own
         ref = np.empty(len(evt), np.int64)
-        ref[0] = evt[0] if group == 0 else self.before[group]  # (the first arrival: none)
+        ref[0] = self.before[group]  # (NONE in the first group: the first arrival)
         ref[1:] = np.maximum(np.maximum.accumulate(evt)[:-1], ref[0])
-        keep = evt >= ref - self.width
+        keep, low, high = near_edges(evt, ref, group, self.before, self.upto, self.width)
         kept = np.flatnonzero(keep)
         kept = kept[np.argsort(evt[kept], kind="stable")]  # (by evtime, then arrival)
-        times = evt[kept]
-        last = len(self.starts) - 1
-        low = np.searchsorted(times, self.before[group], "right") if group else 0
-        high = len(times)
-        if group < last:
-            high = np.searchsorted(times, self.upto[group] - self.width, "left")
         if group:
-            self._leave(group, group, part.take(kept[:low]))
-        if group < last:
-            self._leave(group + 1, group, part.take(kept[high:]))
-        gap = part.take(kept[low:high])
+            self._leave(group, group, part.take(kept[low[kept]]))
+        if group < len(self.upto) - 1:
+            self._leave(group + 1, group, part.take(kept[high[kept]]))
+        gap = part.take(kept[~(low | high)[kept]])
         yield from _routed(gap, np.zeros(gap.num_rows, np.int32)).to_batches()
         late = np.flatnonzero(~keep)
         if len(late):

@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from evtime.engine.adjust import ARRIVAL, ExplainInPlace, tops_before
+from evtime.engine.adjust_in_place import near_edges
 from evtime.engine.running import NONE, values_of
 from evtime.engine.scan import ArrivalsHere, Times
 from evtime.io.reader import PART
@@ -81,10 +82,8 @@ def explain_plan(
         g = np.searchsorted(starts, arrival, "right") - 1
         ref = np.maximum(np.maximum.accumulate(evt), carry)  # (after each row)
         ref_before = np.r_[carry, ref[:-1]]
-        keep = evt >= np.where(ref_before == NONE, evt, ref_before) - width
+        keep, low, high = near_edges(evt, ref_before, g, before, upto, width)
         kept += np.bincount(g[keep], minlength=groups)
-        low = keep & (g >= 1) & (evt <= before[g])
-        high = keep & (g < groups - 1) & (evt >= upto[g] - width)
         first = (g >= 1) & (ref_before <= upto[np.maximum(g - 1, 0)] + width)
         for rows, to in ((low, g), (high, g + 1)):
             if rows.any():
@@ -146,7 +145,8 @@ class ExplainedInPlace(ExplainInPlace):
         group = rows.column(PART)[0].as_py()
         last = len(self.starts) - 1
         arrival = values_of(rows.column(ARRIVAL))
-        keep = ~known | (evt >= np.where(known, before, evt) - width)
+        ref_before = np.where(known, before, NONE)
+        keep, low, high = near_edges(evt, ref_before, group, self.tops, plan.upto, width)
         # released by: the first arrival whose reference time passes evtime + width
         # (kept rows: none before them), here or among the next group's first rows
         above = evt + width
@@ -159,12 +159,7 @@ class ExplainedInPlace(ExplainInPlace):
             k = np.searchsorted(refs, above[~here], "right")
             least[~here] = np.where(k < len(refs), arrivals[np.minimum(k, len(refs) - 1)], -1)
         # output positions: the gap's rows by rank; the zones' from the plan
-        zoned = np.zeros(len(evt), bool)
-        if group:
-            zoned |= evt <= self.tops[group]
-        if group < last:
-            zoned |= evt >= plan.upto[group] - width
-        zoned &= keep
+        zoned = low | high
         pos = np.zeros(len(evt), np.int64)
         gap = np.flatnonzero(keep & ~zoned)
         gap = gap[np.argsort(evt[gap], kind="stable")]

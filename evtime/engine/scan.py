@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -248,18 +248,26 @@ class ArrivalsHere:
         :func:`arrival_numbers` needs to count the rows per chunk)."""
         return numbers_after(self.before)
 
+    def arrival_of(self, seq: np.ndarray) -> np.ndarray:
+        """The arrival numbers of ``_evt_seq`` values (:func:`arrival_of`)."""
+        return arrival_of(self.before, seq)
+
     def dense(self, reach: Reach) -> Reach:
         """``reach`` (:func:`reach_from`) giving arrival numbers, not ``_evt_seq`` values."""
-        mask = (1 << SEQ_FILE_SHIFT) - 1
 
         def numbered(thresholds: np.ndarray) -> dict[tuple, np.ndarray]:
             out = {}
             for key, seq in reach(thresholds).items():
-                at = self.before[np.maximum(seq, 0) >> SEQ_FILE_SHIFT] + (seq & mask) + 1
-                out[key] = np.where(seq >= 0, at, -1)
+                out[key] = np.where(seq >= 0, self.arrival_of(np.maximum(seq, 0)), -1)
             return out
 
         return numbered
+
+
+def arrival_of(before: np.ndarray, seq: np.ndarray) -> np.ndarray:
+    """The 1-based arrival numbers of ``_evt_seq`` values (at least 0), ``before[i]``
+    being the arrivals of the files before file ``i``: as :func:`numbers_after`, here."""
+    return before[seq >> SEQ_FILE_SHIFT] + (seq & ((1 << SEQ_FILE_SHIFT) - 1)) + 1
 
 
 def numbers_after(before: Sequence[int], seq: str = SEQ) -> Column:
@@ -312,9 +320,8 @@ def arrivals_here(
     before = rows_before(counts)
     if not len(firsts) or not seen.any():
         return ArrivalsHere(before, tops)
-    firsts, mask = firsts[seen], (1 << SEQ_FILE_SHIFT) - 1
-    starts = before[firsts >> SEQ_FILE_SHIFT] + (firsts & mask) + 1
-    return ArrivalsHere(before, tops, starts, in_groups[seen])
+    here = ArrivalsHere(before, tops)
+    return replace(here, group_starts=here.arrival_of(firsts[seen]), group_tops=in_groups[seen])
 
 
 def sliced_groups(groups: Sequence[int], file_rows: Sequence[int], most: int) -> list[int]:
