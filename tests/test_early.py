@@ -125,3 +125,32 @@ def test_a_carry_for_other_limits_is_not_taken(spark):
     # a row is discarded when an earlier arrival has evtime > its evtime + 3
     want = {i: all(vals[j] <= v + 3 for j in range(i)) for i, v in enumerate(vals)}
     assert kept == want
+
+
+def test_adjust_makes_no_pass_over_the_times_the_footers_rule_out():
+    """early_adjust decides from the footers' greatest time per row group when they show
+    the groups do not fit: one pass over the times (the carry's), not two."""
+    import numpy as np
+
+    from evtime.engine.adjust import AdjustSpec
+    from evtime.engine.adjust_in_place import early_adjust
+    from evtime.io.reader import Footing
+
+    passes = []
+
+    def known(us: list[int]) -> Footing:
+        vals = np.array(us, np.int64) * 1000
+
+        def times():
+            passes.append(1)
+            yield np.arange(len(vals)), vals
+
+        tops = tuple((i, int(vals[i : i + 4].max())) for i in range(0, len(vals), 4))
+        return Footing(len(vals), 0, int(vals.min()), int(vals.max()), "", tops, times, (12,))
+
+    spec = AdjustSpec("usec", 5)  # (groups of 4 rows; the second moves 4 us: no fit)
+    got = early_adjust(spec, known([10, 20, 30, 40, 41, 42, 43, 44, 90, 95, 99, 100]))
+    assert got.here is None and isinstance(got.carry, Carry) and len(passes) == 1
+    passes.clear()  # (the second moves 20 us: the pass is made and finds them fitting)
+    got = early_adjust(spec, known([10, 20, 30, 40, 41, 50, 43, 60, 90, 95, 99, 100]))
+    assert got.here is not None and got.carry is None and len(passes) == 1

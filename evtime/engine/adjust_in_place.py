@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 import numpy as np
 import pyarrow as pa
@@ -63,8 +64,27 @@ def fits(here: ArrivalsHere | None, arrivals: int, row_groups: int, width: int) 
     tops = here.group_tops
     if (tops == NONE).any():
         return False
-    upto = [int(t) for t in np.maximum.accumulate(tops)]  # (Python ints: no overflow)
+    return _apart((int(t) for t in tops), width)  # (Python ints: no overflow)
+
+
+def _apart(tops: Iterable[int], width: int) -> bool:
+    """Whether each group after the first but the last moves the greatest of ``tops``
+    (per group, in order) by more than ``width``."""
+    upto = list(accumulate(tops, max))
     return all(b - a > width for a, b in zip(upto[:-2], upto[1:-1], strict=True))
+
+
+def may_fit(groups: Sequence[tuple[int, int | None]], unit: int, width: int) -> bool:
+    """False when the Parquet footers' greatest time per row group (``groups``:
+    :attr:`~evtime.io.reader.Footing.groups`) already show that the groups do not fit
+    (:func:`fits`: one after the first but the last does not move the reference time by
+    more than ``width``), so that no pass over the times is made to find it; True
+    otherwise (a group without its greatest time: the pass tells).  Slices of a row group
+    only cut its move into smaller ones: what does not fit whole does not fit sliced."""
+    tops = [top for _, top in groups]
+    if any(top is None for top in tops):
+        return True
+    return _apart((t - t % unit if unit > 1 else t for t in tops), width)
 
 
 def near_edges(
@@ -145,7 +165,7 @@ def early_adjust(spec: AdjustSpec, known) -> EarlyAdjust | None:
     if spec.keys:
         return None
     groups = known.groups or ()
-    if len(groups) >= 2:
+    if len(groups) >= 2 and may_fit(groups, spec.unit_ns, spec.width):
         firsts = _in_place_groups(groups, known.file_rows)
         here = arrivals_here(known.times, spec.unit_ns, known.good, firsts)
         if fits(here, known.good, len(groups), spec.width):
