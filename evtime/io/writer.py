@@ -169,6 +169,12 @@ def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
     return pa.Table.from_arrays(cols, names=names)
 
 
+# a part's CSV text made CSV_BATCH rows at a time (Arrow's default, 1024, wrote 12% slower:
+# 1M rows of explain adjust's columns, 0.55 s against 0.49 s; the text is the same)
+CSV_BATCH = 1 << 16
+CSV_PART = pcsv.WriteOptions(include_header=False, quoting_style="needed", batch_size=CSV_BATCH)
+
+
 class _PartWriter:
     """One part file: Parquet sinks are staged as Arrow IPC (no encoding here, no decoding
     in the driver: Parquet is encoded once, when the parts are assembled), the text formats
@@ -191,9 +197,7 @@ class _PartWriter:
         elif fmt == "jsonl":
             self.out.write(jsonlines.encode(table))
         else:  # csv and table are staged as CSV
-            pcsv.write_csv(
-                table, self.out, pcsv.WriteOptions(include_header=False, quoting_style="needed")
-            )
+            pcsv.write_csv(table, self.out, CSV_PART)
 
     def close(self) -> None:
         if self.out is not None:
