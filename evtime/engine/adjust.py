@@ -772,7 +772,7 @@ class ExplainInPart:
         evtime before (their key's), the reference time, whether kept, the least arrival
         above (-1: none) and the output position (kept rows)."""
         from evtime.io.timeparse import format_ns
-        from evtime.io.writer import ROUTE
+        from evtime.io.writer import ROUTE, routes
 
         late = np.flatnonzero(~keep)
         reason = pa.nulls(len(evt), pa.string())
@@ -800,7 +800,7 @@ class ExplainInPart:
             "output_pos": pa.array(pos, mask=~keep),
             "windows": pa.nulls(len(evt), pa.string()),
             "reason": reason,
-            ROUTE: pc.if_else(kept, "out", "discard"),
+            ROUTE: routes(~keep, ["out", "discard"]),
         }
         rows = rows.drop_columns([c for c in rows.column_names if c in {*self.READS, *made}])
         for name, col in made.items():

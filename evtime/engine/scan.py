@@ -1095,9 +1095,19 @@ def apply_in_parts(df: DataFrame, step) -> DataFrame:
         if hasattr(step, "numbered"):  # (its parts numbered here, as the writer does)
             batches = map(step.numbered, batches)
         for _, b in through_step(batches, step, AFTER_PARTS):
-            yield b.select(names)
+            yield decoded(b.select(names))
 
     return df.mapInArrow(each, schema)
+
+
+def decoded(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``batch`` with its dictionary-encoded columns (a step's routes, see
+    :func:`~evtime.io.writer.routes`) as plain arrays: Spark reads no dictionary from
+    Python."""
+    if not any(pa.types.is_dictionary(t) for t in batch.schema.types):
+        return batch
+    cols = [c.dictionary_decode() if pa.types.is_dictionary(c.type) else c for c in batch.columns]
+    return pa.RecordBatch.from_arrays(cols, names=batch.schema.names)
 
 
 def positions_in_parts(
