@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -320,8 +320,7 @@ def arrivals_here(
     before = rows_before(counts)
     if not len(firsts) or not seen.any():
         return ArrivalsHere(before, tops)
-    here = ArrivalsHere(before, tops)
-    return replace(here, group_starts=here.arrival_of(firsts[seen]), group_tops=in_groups[seen])
+    return ArrivalsHere(before, tops, arrival_of(before, firsts[seen]), in_groups[seen])
 
 
 def sliced_groups(groups: Sequence[int], file_rows: Sequence[int], most: int) -> list[int]:
