@@ -309,6 +309,7 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
         if master.startswith("local"):
             conf.update(LOCAL_CONF)
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            use_this_python(opts.conf)
         java_opts = _log4j_options(opts.verbose)
         if opts.fast_start:
             java_opts = f"{java_opts} {FAST_JVM}"
@@ -333,6 +334,16 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
     if not opts.remote:
         spark.sparkContext.setLogLevel("WARN" if opts.verbose else "OFF")
     return spark
+
+
+def use_this_python(conf: dict[str, str]) -> None:
+    """Local Python workers run the interpreter evtime runs in, which has evtime and
+    pyarrow: Spark would start ``python3`` from PATH, which under cron, systemd or pipx (the
+    venv's script run by its absolute path) is the system's.  A ``PYSPARK_PYTHON`` or
+    ``spark.pyspark.python`` the user set wins."""
+    if "PYSPARK_PYTHON" in os.environ:
+        return
+    os.environ["PYSPARK_PYTHON"] = conf.get("spark.pyspark.python") or sys.executable
 
 
 def local_heap_setting(opts: SessionOptions) -> str | None:
@@ -407,8 +418,7 @@ def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):
     from evtime import classcache
 
     java_id = check_java()
-    # the server's Python workers must import evtime: use this interpreter
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    use_this_python(opts.conf)
     conf.update(LOCAL_CONF)
     # (the server maps the class archive when there is one; it lives too long to write it)
     java_opts = f"{_log4j_options(opts.verbose)} {classcache.java_options(java_id, write=False)}"
