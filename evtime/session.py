@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 
+from evtime import interrupts
 from evtime.errors import SetupError, UsageError
 
 # Settings every evtime session gets (the user's --conf wins).
@@ -333,6 +334,7 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
             restore()
     if not opts.remote:
         spark.sparkContext.setLogLevel("WARN" if opts.verbose else "OFF")
+    interrupts.reinstall()  # (the SparkContext took SIGINT)
     return spark
 
 

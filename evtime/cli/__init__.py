@@ -7,12 +7,13 @@ import atexit
 import contextlib
 import os
 import re
+import signal
 import sys
 import traceback
 
 import click
 
-from evtime import __version__
+from evtime import __version__, interrupts
 from evtime.cli.lazy import LazyGroup
 from evtime.errors import EvtimeError, ExitStatus, PipeClosed, from_spark, redact
 
@@ -117,8 +118,10 @@ def main(argv: list[str] | None = None) -> None:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         sys.exit(ExitStatus.OK)
+    except interrupts.Interrupted as err:
+        _fail(interrupts.message(err.signum), interrupts.exit_status(err.signum))
     except KeyboardInterrupt:
-        _fail("interrupted", 130)
+        _fail(interrupts.message(signal.SIGINT), interrupts.exit_status(signal.SIGINT))
     except Exception as err:  # Spark errors, internal errors: one line unless -v
         if _verbose(argv):
             _traceback()
@@ -135,24 +138,38 @@ def entry() -> None:
     are flushed nothing is left to do, and the interpreter's own teardown (PySpark's gRPC
     client, pandas, pyarrow) took 0.35 s of a 1.9 s run against a warm server
     (bench/RESULTS.md).  Tests call :func:`main`, which ends with SystemExit."""
+    interrupts.install()
     try:
         main()
         status: object = 0
     except SystemExit as done:
         status = done.code
+    except interrupts.Interrupted as err:  # (while main reported another error)
+        status = _interrupted(err)
     if status is None:
         status = 0
     elif not isinstance(status, int):
         print(status, file=sys.stderr)
         status = ExitStatus.ERROR
-    if status in (ExitStatus.OK, ExitStatus.TOO_MANY_DISCARDS):  # (a failed run: no wait)
-        _train_class_archive()
-    atexit._run_exitfuncs()
+    try:
+        if status in (ExitStatus.OK, ExitStatus.TOO_MANY_DISCARDS):  # (a failed run: no wait)
+            _train_class_archive()
+        atexit._run_exitfuncs()
+    except interrupts.Interrupted as err:
+        status = _interrupted(err)
+    if interrupts.received():
+        interrupts.reap()  # (what the signal stopped is gone before evtime is)
     for stream in (sys.stdout, sys.stderr):
         # (the reader went away; a closed stream)
         with contextlib.suppress(OSError, ValueError):
             stream.flush()
     os._exit(status)
+
+
+def _interrupted(err: interrupts.Interrupted) -> int:
+    with contextlib.suppress(OSError, ValueError):
+        click.echo(f"evtime: {interrupts.message(err.signum)}", err=True)
+    return interrupts.exit_status(err.signum)
 
 
 def _train_class_archive() -> None:
