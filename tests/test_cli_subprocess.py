@@ -75,8 +75,8 @@ def test_pipe_into_head_ends_quietly_and_stdout_is_data_only(tmp_path, cli_env):
         ["bash", "-c", sh], cwd=tmp_path, capture_output=True, text=True, env=cli_env, timeout=300
     )
     assert p.stdout.splitlines() == [
-        '"time","v","evtime"',
-        '"1970-01-01T00:00:00.000000000Z",0,"1970-01-01T00:00:00.000000000Z"',
+        "time,v,evtime",
+        "1970-01-01T00:00:00.000000000Z,0,1970-01-01T00:00:00.000000000Z",
     ]
     assert "Traceback" not in p.stderr and "Error" not in p.stderr, p.stderr
     assert "STATUS 0" in p.stderr

@@ -372,10 +372,10 @@ def test_derived_columns_are_made_where_the_rows_are_written(tmp_path, fmt):
         }
     else:
         assert out.read_text().splitlines() == [
-            '"v","name","copy"',
-            '5,"b.csv",5',
+            "v,name,copy",
+            "5,b.csv,5",
             "6,,6",
-            '7,"a.csv",7',
+            "7,a.csv,7",
         ]
 
 

@@ -512,7 +512,7 @@ def explain_bound(**kw) -> None:
     if plot_path:
         from evtime.io import plot
 
-        plot.check_path(plot_path)  # before Spark starts
+        plot.check_path(plot_path, kw["overwrite"])  # before Spark starts
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     spec = spec_of(kw, inp.keys)
     kw.pop("aggs"), kw.pop("udafs")

@@ -127,7 +127,7 @@ def explain_adjust(**kw) -> None:
     if kw["plot"]:
         from evtime.io import plot
 
-        plot.check_path(kw["plot"])  # before Spark starts
+        plot.check_path(kw["plot"], kw["overwrite"])  # before Spark starts
     ses, inp = run.session_of(kw), run.inputs_of(kw)
 
     from evtime.engine import adjust as engine

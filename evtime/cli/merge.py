@@ -462,7 +462,7 @@ def explain_merge(**kw) -> None:
     if plot_path:
         from evtime.io import plot
 
-        plot.check_path(plot_path)  # before Spark starts
+        plot.check_path(plot_path, overwrite)  # before Spark starts
     ses, inp, spec, df, lay = _setup(kw, "explain merge")
     from evtime.engine import merge as engine
     from evtime.engine import present

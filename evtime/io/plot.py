@@ -14,9 +14,10 @@ k-th window by a hash) so that at most a fixed number of rows reaches the driver
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 
-from evtime.errors import UsageError
+from evtime.errors import OutputError, UsageError
 
 MAX_POINTS = 20_000
 MAX_WINDOWS = 2_000
@@ -39,9 +40,13 @@ Y_UNITS = [
 _NEVER = (-(2**63), 2**63 - 1)  # engine sentinels for -inf / +inf (never drawn)
 
 
-def check_path(path: str) -> None:
+def check_path(path: str, overwrite: bool = False) -> None:
+    """Refuse before any work: a name that is no picture, an existing picture without
+    --overwrite (as -o refuses an existing output)."""
     if not path.lower().endswith((".svg", ".png", ".pdf")):
         raise UsageError(f"--plot {path}: the picture must be .svg, .png or .pdf")
+    if os.path.exists(path) and not overwrite:
+        raise OutputError(f"{path} exists: use --overwrite to replace it")
 
 
 @dataclass

@@ -1,0 +1,85 @@
+"""CSV text as shell tools write it: a value is quoted only when it holds the delimiter, a
+quote or a line break (RFC 4180; Python's ``csv.QUOTE_MINIMAL``, xsv, csvkit, pandas).
+
+Arrow's own CSV writer quotes every text value, the header too (its "needed" style), and
+its "none" style refuses values that need quotes; so the text is made here, column by
+column, with Arrow's compute functions (no Python per row): each column cast to text as
+Arrow's writer casts it, the values that need it quoted, the columns joined."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+LINE_END = "\n"
+
+
+def _needs_quotes(delimiter: str) -> str:
+    return "[" + re.escape(delimiter + '"\r\n') + "]"
+
+
+def quoted(text: pa.Array, delimiter: str = ",") -> pa.Array:
+    """``text`` (a string array) with every value that needs it quoted, quotes doubled."""
+    needs = pc.match_substring_regex(text, _needs_quotes(delimiter))
+    if not pc.any(needs).as_py():
+        return text
+    doubled = pc.replace_substring(text, '"', '""')
+    wrapped = pc.binary_join_element_wise('"', doubled, '"', "")
+    return pc.if_else(needs, wrapped, text)
+
+
+def _text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_large_string(column.type):
+        return column.cast(pa.string())
+    if not pa.types.is_string(column.type):
+        return pc.cast(column, pa.string())  # (as Arrow's CSV writer casts)
+    return column
+
+
+def header(names: list[str], delimiter: str = ",") -> bytes:
+    """The header line for columns ``names``."""
+    text = quoted(pa.array(names, pa.string()), delimiter).to_pylist()
+    if len(text) == 1 and text[0] == "":
+        text = ['""']
+    return (delimiter.join(text) + LINE_END).encode()
+
+
+def write(table: pa.Table, out, delimiter: str = ",", include_header: bool = False) -> None:
+    """Write ``table`` as CSV text (a line per row, ``\\n`` line ends, nulls empty) to the
+    binary file ``out``."""
+    if include_header:
+        out.write(header(table.column_names, delimiter))
+    if table.num_rows == 0 or table.num_columns == 0:
+        return
+    cols = [quoted(_text(c), delimiter) for c in table.columns]
+    if len(cols) == 1:  # (a lone empty value is written "", as Python's csv does)
+        cols = [pc.if_else(pc.equal(pc.fill_null(cols[0], ""), ""), '""', cols[0])]
+    out.write(_lines(cols, delimiter))
+
+
+def encode(table: pa.Table, delimiter: str = ",", include_header: bool = False) -> bytes:
+    """:func:`write` into bytes."""
+    out = pa.BufferOutputStream()
+    write(table, out, delimiter, include_header)
+    return out.getvalue().to_pybytes()
+
+
+def _lines(cols: list[pa.Array], delimiter: str) -> pa.Buffer:
+    """The lines of the already quoted text columns ``cols``, as one buffer (no copy)."""
+    if len(cols) == 1:
+        joined = pc.fill_null(cols[0], "")
+    else:
+        joined = pc.binary_join_element_wise(
+            *cols, delimiter, null_handling="replace", null_replacement=""
+        )
+    lines = pc.binary_join_element_wise(joined, "", LINE_END)
+    offsets, data = lines.buffers()[1:3]
+    ends = np.frombuffer(offsets, np.int32, len(lines) + 1, lines.offset * 4)
+    return data[int(ends[0]) : int(ends[-1])]
