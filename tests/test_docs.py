@@ -98,7 +98,8 @@ def test_readme_pictures_exist_and_come_from_the_readme_commands():
         svg = (ROOT / pic).read_text()
         assert ET.fromstring(svg).tag.endswith("svg"), pic
         # the README command that draws it: its title is that command, outputs left out
-        command = re.search(r"(evtime explain [^\n]*(?:\\\n[^\n]*)*--plot " + pic + ")", readme)
+        name = re.escape(pic.rsplit("/", 1)[-1])  # (the tour plots into the current directory)
+        command = re.search(r"(evtime explain [^\n]*(?:\\\n[^\n]*)*--plot " + name + ")", readme)
         assert command, f"no README command writes {pic}"
         words = command.group(1).replace("\\\n", " ").split()
         title, skip = [], False
@@ -110,3 +111,17 @@ def test_readme_pictures_exist_and_come_from_the_readme_commands():
             else:
                 title.append(w.rsplit("/", 1)[-1] if "/" in w else w)
         assert " ".join(title) in svg, (pic, " ".join(title))
+
+
+def test_every_environment_variable_the_code_reads_is_documented():
+    """The names of EVTIME_*, SPARK_*, PYSPARK_* and AWS_* variables in evtime's code (as
+    string literals: what os.environ is asked) all appear in the man pages' ENVIRONMENT."""
+    import re
+
+    names = set()
+    for path in (ROOT / "evtime").rglob("*.py"):
+        names |= set(re.findall(r"[\"']((?:EVTIME|SPARK|PYSPARK)_[A-Z_]+)[\"']", path.read_text()))
+    assert names, "no variable names found: the pattern no longer matches the code"
+    page = (ROOT / "man" / "src" / "environment.roff").read_text().replace("\\-", "-")
+    missing = sorted(n for n in names if n not in page)
+    assert not missing, f"read by the code, not in ENVIRONMENT: {missing}"
