@@ -11,7 +11,14 @@ PAGES = {  # page -> the shared option sections it includes
 
 
 # pages that carry the shared ENVIRONMENT and FILES sections between these markers
-SHARED = ["evtime-adjust", "evtime-explain", "evtime-merge", "evtime-bound", "evtime-sweep"]
+SHARED = [
+    "evtime",
+    "evtime-adjust",
+    "evtime-explain",
+    "evtime-merge",
+    "evtime-bound",
+    "evtime-sweep",
+]
 BEGIN = '.\\" shared: environment and files (man/src/environment.roff; python man/build.py)\n'
 END = '.\\" end of shared environment and files\n'
 
