@@ -44,6 +44,71 @@ def test_plot_refuses_an_existing_picture_without_overwrite(run_cli, workdir, co
         and r.stderr.strip() == "evtime: p.svg exists: use --overwrite to replace it"
     )
     assert (workdir / "p.svg").read_text() == "<svg/>"
+    if command != "adjust":  # (one command draws it: the check above is each command's)
+        return
     r = run_cli("explain", command, "--format", "csv", "--plot", "p.svg", "--overwrite", *opts)
     assert r.exit_code == 0, r.stderr
     assert (workdir / "p.svg").read_text().lstrip().startswith("<?xml")
+
+
+@pytest.mark.parametrize(
+    "fmt,ext,io_max",  # io_max 0: read and written in Spark tasks, not here
+    [("csv", ".gz", "default"), ("csv", ".gz", "0"), ("jsonl", ".zst", "0"),
+     ("csv", ".bz2", "default"), ("jsonl", ".xz", "default")],
+)  # fmt: skip
+def test_text_outputs_are_compressed_by_their_extension(
+    run_cli, workdir, monkeypatch, ext, fmt, io_max
+):
+    import fsspec
+
+    if io_max != "default":
+        monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", io_max)
+    args = ["adjust", "--unit", "msec", "--range", "0", str(SAMPLES / "tuples.parquet")]
+    plain = run_cli(*args, "-o", f"plain.{fmt}", "--discards", f"late.{fmt}")
+    packed = run_cli(*args, "-o", f"out.{fmt}{ext}", "--discards", f"late.{fmt}{ext}")
+    assert plain.exit_code == 0 and packed.exit_code == 0, packed.stderr
+    for name in ("plain", "late"):
+        want = (workdir / f"{name}.{fmt}").read_bytes()
+        out = "out" if name == "plain" else "late"
+        raw = (workdir / f"{out}.{fmt}{ext}").read_bytes()
+        assert raw != want  # (compressed, not the text under a compressed name)
+        with fsspec.open(str(workdir / f"{out}.{fmt}{ext}"), "rb", compression="infer") as fh:
+            assert fh.read() == want
+
+
+def test_parquet_with_a_compression_extension_is_refused_before_work(run_cli, workdir):
+    r = run_cli("adjust", "--unit", "sec", "--range", "1", "-o", "o.parquet.gz",
+                str(SAMPLES / "tuples.parquet"))  # fmt: skip
+    assert r.exit_code == 2
+    assert r.stderr.strip() == (
+        "evtime: o.parquet.gz: Parquet is compressed inside the file; name it without .gz"
+    )
+    assert not (workdir / "o.parquet.gz").exists()
+
+
+def test_a_fifo_output_is_written_as_a_stream(run_cli, workdir):
+    import os
+    import threading
+
+    os.mkfifo(workdir / "pipe")
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append((workdir / "pipe").read_bytes()))
+    reader.start()
+    r = run_cli("adjust", "--unit", "msec", "--range", "999", "-o", "pipe",
+                str(SAMPLES / "tuples.parquet"))  # fmt: skip
+    reader.join(60)
+    assert r.exit_code == 0, r.stderr
+    plain = run_cli("adjust", "--unit", "msec", "--range", "999", str(SAMPLES / "tuples.parquet"))
+    assert got == [plain.stdout.encode()]
+    assert sorted(p.name for p in workdir.iterdir()) == ["pipe"]  # (no temporary left)
+
+
+@pytest.mark.cli
+def test_dev_stdout_is_standard_output(script_runner, cli_env, tmp_path):
+    r = script_runner.run(
+        ["evtime", "adjust", "-q", "--unit", "msec", "--range", "999", "-o", "/dev/stdout",
+         str(SAMPLES / "tuples.parquet")],
+        env=cli_env, cwd=tmp_path,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert [line.split(",")[0] for line in r.stdout.splitlines()] == ["tuple", *"BADCE"]

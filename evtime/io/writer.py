@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 
 from evtime.errors import OutputError, PipeClosed, UsageError
 from evtime.io import csvtext, jsonlines
+from evtime.io.compressed import Compressed, codec_of, is_stream
 from evtime.io.reader import PART, Layout
 from evtime.io.sources import format_of
 from evtime.io.staging import note_temp
@@ -101,20 +102,27 @@ class Sink:
 
     @property
     def to_stdout(self) -> bool:
-        return self.path in (None, "-")
+        """Written as a stream: standard output, or a character device or FIFO named by
+        its path (/dev/stdout, a named pipe), never replaced or published."""
+        return is_stream(self.path)
 
 
 def output_format(path: str | None, forced: str | None, default: str = "csv") -> str:
     if forced:
         return forced
-    if path in (None, "-"):
+    if is_stream(path):  # (-, /dev/stdout, a FIFO)
         return default
     try:
-        return format_of(path, None)
+        fmt = format_of(path, None)
     except UsageError:
         raise UsageError(
             f"cannot tell the output format of {path!r}: use --output-format csv|parquet|jsonl"
         ) from None
+    if fmt == "parquet" and codec_of(path):
+        raise UsageError(
+            f"{path}: Parquet is compressed inside the file; name it without {codec_of(path)}"
+        )
+    return fmt
 
 
 def _fs(path: str):
@@ -132,7 +140,7 @@ def check_sink(sink: Sink) -> None:
 def check_path(path: str | None, overwrite: bool) -> None:
     """:func:`check_sink` for an output path (None or '-': standard output, nothing to
     check)."""
-    if path in (None, "-"):
+    if is_stream(path):
         return
     fs, p = _fs(path)
     try:
@@ -686,7 +694,10 @@ class Assembly:
     and copying explain's 2.3 GB of CSV parts took 5-6 s instead of 1-2 s.)"""
 
     def __init__(self, sink: Sink, schema: pa.Schema, out):
-        self.sink, self.schema, self.out = sink, schema, out
+        codec = None if sink.to_stdout or sink.fmt == "parquet" else codec_of(sink.path)
+        self.compressed = Compressed(out, codec) if codec else None
+        self.sink, self.schema = sink, schema
+        self.out = self.compressed or out  # (-o out.csv.gz: compressed as it is written)
         self.added = 0
         self.held: list[pa.RecordBatch] = []  # (Parquet) fewer than ROW_GROUP rows, + one
         self.n = 0
@@ -695,8 +706,8 @@ class Assembly:
             self.w = pq.ParquetWriter(out, schema, **parquet_encodings(schema))
             return
         if sink.fmt == "csv" and sink.header:
-            out.write(csvtext.header(schema.names, sink.delimiter))
-        out.flush()
+            self.out.write(csvtext.header(schema.names, sink.delimiter))
+        self.out.flush()
 
     def add(self, path: str) -> None:
         self.added += 1
@@ -719,6 +730,8 @@ class Assembly:
                     self.held, self.n = rows.slice(cut).to_batches(), self.n - cut
 
     def close(self) -> None:
+        if self.compressed is not None:
+            self.compressed.finish()
         if self.w is None:
             return
         if self.n:
@@ -765,10 +778,14 @@ def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
             except BrokenPipeError:
                 raise PipeClosed() from None
             return
-        out = sys.stdout.buffer
+        out = sys.stdout.buffer if sink.path in (None, "-") else None
         try:
-            _assemble(sink, parts, schema, out)
-            out.flush()
+            if out is None:  # (a device or FIFO named by its path)
+                with open(sink.path, "wb") as dev:
+                    _assemble(sink, parts, schema, dev)
+            else:
+                _assemble(sink, parts, schema, out)
+                out.flush()
         except BrokenPipeError:
             raise PipeClosed() from None
         return
