@@ -112,3 +112,70 @@ def test_dev_stdout_is_standard_output(script_runner, cli_env, tmp_path):
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     assert [line.split(",")[0] for line in r.stdout.splitlines()] == ["tuple", *"BADCE"]
+
+
+def _screen(raw: str) -> list[str]:
+    """The lines a terminal shows for ``raw``: carriage returns go back to the line's start,
+    ESC[K erases to its end."""
+    shown = []
+    for line in raw.replace("\r\n", "\n").split("\n"):
+        buf: list[str] = []
+        col = 0
+        i = 0
+        while i < len(line):
+            if line.startswith("\x1b[K", i):
+                del buf[col:]
+                i += 3
+                continue
+            ch = line[i]
+            if ch == "\r":
+                col = 0
+            else:
+                buf[col : col + 1] = [ch]
+                col += 1
+            i += 1
+        shown.append("".join(buf))
+    return shown
+
+
+@pytest.mark.cli
+def test_progress_line_is_cleared_before_data_on_the_same_terminal(tmp_path, cli_env):
+    """stdout and stderr on one terminal (a pty): what the terminal shows is the data's
+    lines and the summary, no progress text left in front of the header."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    n = 400_000
+    t0 = 1_700_000_000_000_000_000
+    times = pa.array([t0 + ((i * 7919) % n) * 1000 for i in range(n)], pa.int64())
+    pq.write_table(pa.table({"v": range(n), "time": times.cast(pa.timestamp("ns"))}),
+                   tmp_path / "in.parquet", row_group_size=50_000)  # fmt: skip
+    script = os.path.join(os.path.dirname(sys.executable), "evtime")
+    main, sub = pty.openpty()
+    env = dict(cli_env, EVTIME_DRIVER_IO_MAX="0", TERM="xterm")
+    proc = subprocess.Popen(
+        [script, "adjust", "--unit", "usec", "--range", "999999999", "in.parquet"],
+        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=sub, stderr=sub,
+    )  # fmt: skip
+    os.close(sub)
+    chunks = []
+    while True:
+        try:
+            data = os.read(main, 1 << 16)
+        except OSError:  # (EIO: the other end is closed)
+            break
+        if not data:
+            break
+        chunks.append(data)
+    assert proc.wait(timeout=300) == 0
+    raw = b"".join(chunks).decode()
+    assert "tasks, " in raw, "no progress line was shown: the test shows nothing"
+    lines = [line for line in _screen(raw) if line]
+    assert lines[0] == "v,time,evtime", lines[:2]
+    assert len(lines) == n + 2 and lines[-1].startswith("evtime adjust: read 400000")
+    assert not any("tasks, " in line for line in lines)

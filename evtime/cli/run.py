@@ -466,6 +466,7 @@ def publish_jobs(
         staged: dict[str, str] = {}  # sink name -> its output, assembled as its job ran
         try:
             counts = _write_jobs(jobs, staging, in_driver, step, schema, staged)
+            _before_stdout(jobs)
             for frame, sinks, lay in jobs:
                 for s in sinks:
                     if s.name in staged:
@@ -522,6 +523,13 @@ def _write_jobs(
         writer.check_parts(seen, sinks, staging, taken)
         writer.add_counts(counts, seen)
     return counts
+
+
+def _before_stdout(jobs) -> None:
+    """The progress line off the terminal before data goes to standard output (which is
+    often the same terminal): the data's first line must not start after it."""
+    if any(s.to_stdout for _, sinks, _ in jobs for s in sinks):
+        stop_progress()
 
 
 class NothingToDo(Exception):
@@ -642,6 +650,7 @@ def commit_jobs(sinks, jobs, stf: Stateful, meta: dict) -> dict[str, int]:
             placed: dict[str, tuple] = {}
             written = list(jobs(gen))
             counts = _write_jobs(written, staging)
+            _before_stdout(written)
             for frame, job_sinks, lay in written:
                 for s in job_sinks:
                     if any(s is o for o in sinks):
