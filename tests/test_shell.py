@@ -179,3 +179,24 @@ def test_progress_line_is_cleared_before_data_on_the_same_terminal(tmp_path, cli
     assert lines[0] == "v,time,evtime", lines[:2]
     assert len(lines) == n + 2 and lines[-1].startswith("evtime adjust: read 400000")
     assert not any("tasks, " in line for line in lines)
+
+
+@pytest.mark.parametrize("name", ["tuples.parquet", "tuples.jsonl", "tuples.csv"])
+def test_standard_input_is_read_in_the_format_its_bytes_show(run_cli, workdir, name):
+    extra = ["--time-format", "yyyy/MM/dd HH:mm:ss:SSSSSSSSS"] if name.endswith("csv") else []
+    args = ["adjust", "--unit", "msec", "--range", "999", *extra]
+    piped = run_cli(*args, "-", input=(SAMPLES / name).read_bytes())
+    named = run_cli(*args, str(SAMPLES / name))
+    assert piped.exit_code == 0, piped.stderr
+    assert [r["tuple"] for r in piped.csv()] == list("BADCE")
+    assert piped.stdout == named.stdout
+
+
+def test_a_file_after_standard_input_keeps_its_own_format(run_cli, workdir):
+    r = run_cli("merge", "-", str(SAMPLES / "tuples.jsonl"),
+                input=(SAMPLES / "tuples.parquet").read_bytes())  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    assert [(row["tuple"], row["source"]) for row in r.csv()][:2] == [
+        ("A", "-"),
+        ("A", str(SAMPLES / "tuples.jsonl")),
+    ]

@@ -115,7 +115,7 @@ _input_rest = (
     click.option(
         "--input-format",
         type=click.Choice(["csv", "parquet", "jsonl"]),
-        help="Input format (default: from each file's extension; CSV for -).",
+        help="Input format (default: from each file's extension; for -, from its first bytes).",
     ),
     click.option(
         "--order-by",

@@ -66,6 +66,18 @@ def _spool_stdin() -> str:
     return path
 
 
+def sniffed_format(path: str) -> str:
+    """The format of standard input, which has no name to tell it: Parquet by its magic
+    bytes, JSON Lines when its first non-blank character is ``{``, else CSV."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if head.startswith(b"PAR1"):
+        return "parquet"
+    if head.lstrip().startswith(b"{"):
+        return "jsonl"
+    return "csv"
+
+
 def _expand(arg: str) -> list[str]:
     """The files one argument names, sorted by name for globs and directories."""
     import fsspec
@@ -111,9 +123,9 @@ def expand_inputs(args: list[str], forced_format: str | None) -> list[InputFile]
     files: list[InputFile] = []
     for group, arg in enumerate(args):
         if arg == "-":
-            if not forced_format:
-                forced_format = "csv"
-            files.append(InputFile(len(files), _spool_stdin(), "-", forced_format, group))
+            spooled = _spool_stdin()
+            fmt = forced_format or sniffed_format(spooled)
+            files.append(InputFile(len(files), spooled, "-", fmt, group))
             continue
         for path in _expand(arg):
             # tasks open absolute paths/URLs; users see names the way they wrote them
