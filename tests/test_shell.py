@@ -200,3 +200,13 @@ def test_a_file_after_standard_input_keeps_its_own_format(run_cli, workdir):
         ("A", "-"),
         ("A", str(SAMPLES / "tuples.jsonl")),
     ]
+
+
+def test_a_row_held_for_one_arrival_is_held_1_arrival(run_cli, workdir):
+    (workdir / "a.csv").write_text("id,time\na1,2024-01-01T00:00:01Z\n")
+    (workdir / "b.csv").write_text("id,time\nb1,2024-01-01T00:00:02Z\n")
+    r = run_cli("explain", "merge", "--format", "csv", "a.csv", "b.csv")
+    assert r.exit_code == 0, r.stderr
+    first = r.csv()[0]
+    assert (first["id"], first["released_by"]) == ("a1", "2")
+    assert first["reason"].split(":")[0].split(" (")[0] == "held 1 arrival", first["reason"]

@@ -682,11 +682,12 @@ def bound_time_value(lay: Layout, fmt: str | None, tz: str | None) -> Column:
 def _blame(spec: MergeSpec) -> Column:
     """Why a released row was held: the state of the definitive time at its arrival."""
     rel = F.col("_x_released_by")
+    n = rel.cast("long") - F.col(ARRIVAL)
     held = F.when(rel == "end", F.lit("held to the end of input")).otherwise(
         F.concat(
             F.lit("held "),
-            (rel.cast("long") - F.col(ARRIVAL)).cast("string"),
-            F.lit(" arrivals"),
+            n.cast("string"),
+            F.when(n == 1, F.lit(" arrival")).otherwise(F.lit(" arrivals")),
         )
     )
     who = _source_name(spec, DEF_ARG)
