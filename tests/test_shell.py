@@ -210,3 +210,18 @@ def test_a_row_held_for_one_arrival_is_held_1_arrival(run_cli, workdir):
     first = r.csv()[0]
     assert (first["id"], first["released_by"]) == ("a1", "2")
     assert first["reason"].split(":")[0].split(" (")[0] == "held 1 arrival", first["reason"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["adjust", "--format", "jsonl"],  # (adjust, merge, bound: --output-format)
+        ["explain", "adjust", "--output-format", "jsonl"],  # (explain, sweep: --format)
+    ],
+)
+def test_format_and_output_format_are_one_option_everywhere(run_cli, workdir, args):
+    r = run_cli(*args, "--unit", "msec", "--range", "999", str(SAMPLES / "tuples.parquet"))
+    assert r.exit_code == 0, r.stderr
+    assert [row["tuple"] for row in r.jsonl()] == (
+        list("BADCE") if args[0] == "adjust" else list("ABCDE")
+    )

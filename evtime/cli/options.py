@@ -163,8 +163,11 @@ output_options = _stack(
     ),
     click.option(
         "--output-format",
+        "--format",
+        "output_format",
         type=click.Choice(["csv", "parquet", "jsonl"]),
-        help="Output format (default: from the output's extension; CSV on stdout).",
+        help="Output format (default: from the output's extension; CSV on stdout); "
+        "--format is the same option.",
     ),
     click.option("--overwrite", is_flag=True, help="Replace an existing output."),
     click.option(
@@ -314,9 +317,11 @@ def table_output(what: str) -> Callable:
     return _stack(
         click.option(
             "--format",
+            "--output-format",
             "fmt",
             type=click.Choice(TABLE_FORMATS),
-            help="table (default on a terminal), csv (default otherwise), jsonl, parquet.",
+            help="table (default on a terminal), csv (default otherwise), jsonl, parquet; "
+            "--output-format is the same option.",
         ),
         click.option(
             "-o",
