@@ -7,7 +7,7 @@ import csv
 import io
 
 import pyarrow as pa
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evtime.io import csvtext
@@ -28,6 +28,7 @@ def _python_csv(names, rows, delimiter: str) -> bytes:
     return "".join(lines).encode()
 
 
+@settings(deadline=None, max_examples=300)  # (pure Python: cheap)
 @given(
     names=st.lists(AWKWARD.filter(bool), min_size=1, max_size=3, unique=True),
     data=st.data(),
@@ -42,6 +43,7 @@ def test_text_columns_are_written_as_pythons_csv_writes_them(names, data, delimi
     assert got == _python_csv(names, rows, delimiter)
 
 
+@settings(deadline=None, max_examples=200)
 @given(
     values=st.lists(st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)), max_size=8),
     offset=st.integers(0, 3),

@@ -13,6 +13,7 @@ import re
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pcsv
 
 LINE_END = "\n"
 
@@ -51,17 +52,70 @@ def header(names: list[str], delimiter: str = ",") -> bytes:
     return (delimiter.join(text) + LINE_END).encode()
 
 
-def write(table: pa.Table, out, delimiter: str = ",", include_header: bool = False) -> None:
+def write(
+    table: pa.Table,
+    out,
+    delimiter: str = ",",
+    include_header: bool = False,
+    clean: frozenset[str] | set[str] = frozenset(),
+) -> None:
     """Write ``table`` as CSV text (a line per row, ``\\n`` line ends, nulls empty) to the
-    binary file ``out``."""
+    binary file ``out``.  ``clean``: columns known to hold no value that needs quotes (not
+    looked at).  When no value needs quotes, Arrow's writer writes the text unquoted (the
+    common case, and the fast one); else it is made here."""
     if include_header:
         out.write(header(table.column_names, delimiter))
     if table.num_rows == 0 or table.num_columns == 0:
         return
+    lone = table.num_columns == 1  # (Python's csv writes a lone empty value as "")
+    if not (lone and _has_empty(table.column(0))) and not any(
+        _may_need_quotes(c, delimiter)
+        for n, c in zip(table.column_names, table.columns, strict=True)
+        if n not in clean
+    ):
+        opts = pcsv.WriteOptions(
+            include_header=False, delimiter=delimiter, quoting_style="none", batch_size=BATCH
+        )
+        pcsv.write_csv(table, out, opts)
+        return
     cols = [quoted(_text(c), delimiter) for c in table.columns]
-    if len(cols) == 1:  # (a lone empty value is written "", as Python's csv does)
+    if lone:
         cols = [pc.if_else(pc.equal(pc.fill_null(cols[0], ""), ""), '""', cols[0])]
     out.write(_lines(cols, delimiter))
+
+
+def _has_empty(column) -> bool:
+    text = _text(column)
+    return bool(text.null_count) or pc.any(pc.equal(text, "")).as_py() is True
+
+
+def _may_need_quotes(column, delimiter: str) -> bool:
+    """Whether a value of ``column`` may need quotes: a text value holding the delimiter, a
+    quote, CR or LF; values of other types never do (binary and nested ones are made
+    here)."""
+    chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
+    for arr in chunks:
+        if pa.types.is_dictionary(arr.type):
+            arr = arr.dictionary
+        if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+            if pa.types.is_binary(arr.type) or pa.types.is_nested(arr.type):
+                return True
+            continue
+        if len(arr) == arr.null_count:
+            continue
+        offsets, data = arr.buffers()[1:3]
+        if data is None:
+            continue
+        width = 8 if pa.types.is_large_string(arr.type) else 4
+        ends = np.frombuffer(offsets, f"<i{width}", len(arr) + 1, arr.offset * width)
+        text = data[int(ends[0]) : int(ends[-1])].to_pybytes()  # (memchr: a copy is faster
+        # than any search that reads the buffer in place)
+        if any(text.find(c) != -1 for c in (delimiter.encode(), b'"', b"\r", b"\n")):
+            return True
+    return False
+
+
+BATCH = 1 << 16  # rows Arrow's writer formats at a time (its default, 1024, is slower)
 
 
 def encode(table: pa.Table, delimiter: str = ",", include_header: bool = False) -> bytes:

@@ -204,8 +204,10 @@ class _PartWriter:
         elif fmt == "jsonl":
             self.out.write(jsonlines.encode(table))
         else:  # csv and table are staged as CSV
+            clean = set(self.sink.ns_columns)  # (ISO text made by evtime: never quoted)
             for start in range(0, table.num_rows, CSV_BATCH):
-                csvtext.write(table.slice(start, CSV_BATCH), self.out, self.sink.delimiter)
+                part = table.slice(start, CSV_BATCH)
+                csvtext.write(part, self.out, self.sink.delimiter, clean=clean)
 
     def close(self) -> None:
         if self.out is not None:
