@@ -17,6 +17,8 @@ import pytest
 from tests.conftest import ROOT, SAMPLES
 from tests.seeds import TABLES
 
+ADJUST = ["adjust", "--unit", "msec", "--range", "999"]
+
 
 def _decoy_path(tmp_path: Path) -> str:
     """A PATH whose first ``python3``/``python`` is not this interpreter (it fails when
@@ -39,17 +41,7 @@ def test_script_by_absolute_path_with_its_venv_off_path_runs_python_workers(tmp_
     env.pop("PYSPARK_PYTHON", None)
     out = tmp_path / "out.csv"
     p = subprocess.run(
-        [
-            str(script),
-            "adjust",
-            "--unit",
-            "msec",
-            "--range",
-            "999",
-            "-o",
-            str(out),
-            str(SAMPLES / "tuples.parquet"),
-        ],
+        [str(script), *ADJUST, "-o", str(out), str(SAMPLES / "tuples.parquet")],
         capture_output=True,
         text=True,
         env=env,

@@ -30,6 +30,9 @@ def big_csv(tmp_path_factory) -> Path:
     return path
 
 
+ADJUST = ["adjust", "--unit", "msec", "--range", "999"]
+
+
 def _marked(mark: str) -> list[int]:
     """The processes whose environment holds ``mark`` (every process evtime started)."""
     found = []
@@ -97,17 +100,7 @@ def test_a_signal_ends_evtime_and_everything_it_started(big_csv, tmp_path, cli_e
     out = tmp_path / "out"
     out.mkdir()
     proc = subprocess.Popen(
-        [
-            str(script),
-            "adjust",
-            "--unit",
-            "msec",
-            "--range",
-            "999",
-            "-o",
-            "sorted.parquet",
-            str(big_csv),
-        ],
+        [str(script), *ADJUST, "-o", "sorted.parquet", str(big_csv)],
         cwd=out,
         env=env,
         stdout=subprocess.PIPE,
