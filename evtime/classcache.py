@@ -13,9 +13,10 @@ Spark's jars.  Java can map them from a class-data archive instead
   the lock all its life).  It is about 150 MB; removing it is always safe.
 * Its name says which Java, pyspark and jars it was made from (a hash): an upgrade makes a
   new one.  A JVM that cannot use an archive ignores it (``-Xshare:auto``).
-* The writing run's JVM dumps it after evtime has exited (≈ 10 s in the background), into
-  ``NAME.PID.part``; the JVM writes the archive's header last, so a part whose header is
-  there is complete, and the next run renames it into place (atomic).  A lock file lets
+* The writing run's JVM dumps it at its exit, into ``NAME.PID.part``, while evtime waits
+  for it (≈ 10 s; the run says so once on stderr): no JVM outlives evtime.  The JVM writes
+  the archive's header last, so a part whose header is there is complete, and it is
+  renamed into place (atomic) by that run or the next.  A lock file lets
   one run at a time write; a lock or part older than ``STALE`` seconds is from a run that
   was killed, and is removed.
 * The JVM's own CDS messages are turned off (``-Xlog:cds*=off``): its stdout is not
@@ -129,6 +130,35 @@ def java_options(java_id: str, write: bool = True) -> str:
     global writing
     writing = True
     return f"-XX:ArchiveClassesAtExit={folder / f'{name}.{os.getpid()}.part'} {QUIET}"
+
+
+def finish_writing(timeout: float = 300) -> bool:
+    """End this run's driver JVM and wait while it writes the archive (at its exit), then
+    put the archive in place: no JVM of evtime's is left running after evtime.  PySpark's
+    gateway JVM ends when its standard input closes.  False when it did not end in time
+    (it is then left to finish, as a later run would find it)."""
+    import subprocess
+
+    from pyspark import SparkContext
+
+    proc = getattr(SparkContext._gateway, "proc", None)
+    if proc is None or proc.poll() is not None:
+        return True
+    sc = SparkContext._active_spark_context
+    with contextlib.suppress(Exception):  # (its accumulator server first: no EOF trace)
+        if sc is not None:
+            sc.stop()
+    with contextlib.suppress(OSError, ValueError):
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return False
+    folder = cache_dir()
+    if folder is not None:
+        for part in folder.glob(f"*.{os.getpid()}.part"):
+            _adopt(folder, part.name.split(".", 1)[0])
+    return True
 
 
 # What the writing run also runs, once its own work is done, so that the archive holds the

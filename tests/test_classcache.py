@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import time
+import uuid
 
 import pytest
 
@@ -99,10 +100,12 @@ def test_a_path_the_jvm_options_would_split_is_not_used(tmp_path, monkeypatch):
 
 @pytest.mark.cli
 def test_a_real_run_writes_the_archive_and_the_next_run_maps_it(tmp_path, cli_env):
-    """Through the CLI: the first run's JVM dumps its classes after evtime exits (its
-    stdout is not evtime's), the second run adopts the archive and its JVM maps it."""
+    """Through the CLI: the first run's JVM dumps its classes when the run is done (its
+    stdout is not evtime's) and has ended when evtime ends, the archive in place; the
+    second run's JVM maps it."""
     cache = tmp_path / "cache"
-    env = dict(cli_env, EVTIME_CACHE_DIR=str(cache), EVTIME_CLASS_CACHE="1")
+    mark = f"evtime-test-{uuid.uuid4().hex}"
+    env = dict(cli_env, EVTIME_CACHE_DIR=str(cache), EVTIME_CLASS_CACHE="1", EVTIME_MARK=mark)
     args = [sys.executable, "-m", "evtime", "adjust", "-q", "--unit", "msec", "--range", "999"]
     # (stderr to a file: a pipe nobody reads while stdout is read could fill and stall it)
     with open(tmp_path / "first.err", "w+b") as errors:
@@ -113,23 +116,18 @@ def test_a_real_run_writes_the_archive_and_the_next_run_maps_it(tmp_path, cli_en
             stderr=errors,
         )
         out = proc.stdout.read()  # (to the end: the run closes it before its training jobs)
-        ended = time.monotonic()
+        assert proc.poll() is None  # (the training comes after a reader saw the output end)
         status = proc.wait(timeout=600)
         errors.seek(0)
         err = errors.read()
     assert status == 0, err
-    # (the training, seconds of Spark jobs, comes after a reader has seen the output end)
-    assert time.monotonic() - ended > 1
+    assert err == b""  # (-q: not even the line that says the archive is being written)
     first = subprocess.CompletedProcess(args, 0, out, err)
-    name = None
-    deadline = time.time() + 600  # the dump takes ~15 s on a quiet machine
-    while time.time() < deadline:
-        parts = list(cache.glob("*.part"))
-        if parts and classcache._complete(parts[0]):
-            name = parts[0].name.split(".")[0]
-            break
-        time.sleep(1)
-    assert name, f"no complete archive in {sorted(p.name for p in cache.iterdir())}"
+    archives = list(cache.glob("*.jsa"))
+    assert len(archives) == 1 and not list(cache.glob("*.part")), sorted(cache.iterdir())
+    assert classcache._complete(archives[0])
+    name = archives[0].name.split(".")[0]
+    assert not _processes_with(mark), "a process of the first run outlived it"
     log = tmp_path / "cds.log"
     second = subprocess.run(
         [
@@ -173,6 +171,22 @@ def test_a_real_run_writes_the_archive_and_the_next_run_maps_it(tmp_path, cli_en
     lines = loaded.read_text().splitlines()
     python_udf = [x for x in lines if "python.ArrowEvalPythonExec " in x]
     assert python_udf and "shared objects file" in python_udf[0], python_udf
+
+
+def _processes_with(mark: str) -> list[int]:
+    """Live processes whose environment holds ``mark``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as fh:
+                env = fh.read()
+            with open(f"/proc/{pid}/stat", "rb") as fh:
+                state = fh.read().rsplit(b")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if mark.encode() in env and state != b"Z":
+            found.append(int(pid))
+    return found
 
 
 def test_training_runs_every_command_quietly(spark, capfd, monkeypatch):

@@ -153,8 +153,9 @@ def entry() -> None:
         status = ExitStatus.ERROR
     try:
         if status in (ExitStatus.OK, ExitStatus.TOO_MANY_DISCARDS):  # (a failed run: no wait)
-            _train_class_archive()
+            _train_class_archive(quiet="-q" in sys.argv or "--quiet" in sys.argv)
         atexit._run_exitfuncs()
+        _archive_written()
     except interrupts.Interrupted as err:
         status = _interrupted(err)
     if interrupts.received():
@@ -166,13 +167,22 @@ def entry() -> None:
     os._exit(status)
 
 
+def _archive_written() -> None:
+    """The JVM that writes the class archive has written it and ended (see
+    :func:`evtime.classcache.finish_writing`)."""
+    from evtime import classcache
+
+    if classcache.writing:
+        classcache.finish_writing()
+
+
 def _interrupted(err: interrupts.Interrupted) -> int:
     with contextlib.suppress(OSError, ValueError):
         click.echo(f"evtime: {interrupts.message(err.signum)}", err=True)
     return interrupts.exit_status(err.signum)
 
 
-def _train_class_archive() -> None:
+def _train_class_archive(quiet: bool) -> None:
     """When this run's JVM writes the class archive (the first run, see
     :mod:`evtime.classcache`): once the run is done and its standard output closed (a
     reader downstream sees the end now), the training jobs, in the same JVM."""
@@ -184,5 +194,11 @@ def _train_class_archive() -> None:
         sys.stdout.flush()
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
+    if not quiet:
+        click.echo(
+            "evtime: first run: writing Spark's class archive so that later runs start "
+            "faster (once, some tens of seconds; EVTIME_CLASS_CACHE=0 turns it off)",
+            err=True,
+        )
     with contextlib.suppress(Exception, KeyboardInterrupt):
         classcache.train()
