@@ -69,6 +69,9 @@ LOCAL_CONF = {
 }
 
 
+LOOPBACK = ("localhost", "127.0.0.1", "::1")
+
+
 @dataclass
 class SessionOptions:
     master: str | None = None
@@ -90,6 +93,22 @@ class SessionOptions:
             return False
         master = self.master or "local[*]"
         return master == "local" or master.startswith("local[")
+
+    def elsewhere(self) -> str | None:
+        """The option that puts Spark's tasks on other machines (a cluster's --master, a
+        --remote server that is not on loopback), as the user gave it but for any token;
+        None when they run on this one (local mode, local-cluster, the reused server, or
+        under spark-submit, which owns its master)."""
+        if self.remote:
+            from urllib.parse import urlsplit
+
+            where = self.remote.split("/;", 1)[0]
+            host = urlsplit(where.replace("sc://", "http://", 1)).hostname
+            return None if host in LOOPBACK else f"--remote {where}"
+        if under_spark_submit() or self.reuse_server:
+            return None
+        master = self.master or "local[*]"
+        return None if master.startswith("local") else f"--master {master}"
 
     @classmethod
     def from_cli(

@@ -225,3 +225,38 @@ def test_format_and_output_format_are_one_option_everywhere(run_cli, workdir, ar
     assert [row["tuple"] for row in r.jsonl()] == (
         list("BADCE") if args[0] == "adjust" else list("ABCDE")
     )
+
+
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--master", "spark://203.0.113.7:7077"],
+        ["--remote", "sc://203.0.113.7:15002/;token=SECRET"],
+    ],
+)
+def test_a_cluster_without_shared_staging_is_refused_before_spark(
+    run_cli, workdir, monkeypatch, option
+):
+    monkeypatch.delenv("EVTIME_STAGING", raising=False)
+    r = run_cli("adjust", "--unit", "sec", "--range", "1", *option, str(SAMPLES / "tuples.parquet"))
+    given = option[1].split("/;")[0]
+    assert r.exit_code == 2
+    assert r.stderr.strip() == (
+        f"evtime: {option[0]} {given}: Spark's tasks run on other machines, which cannot see "
+        "this machine's temporary directory: set EVTIME_STAGING to a directory that this "
+        "machine and every executor share"
+    )
+
+
+def test_loopback_and_local_masters_need_no_shared_staging():
+    from evtime.session import SessionOptions
+
+    for opts in [
+        SessionOptions(),
+        SessionOptions(master="local[2]"),
+        SessionOptions(master="local-cluster[2,1,1024]"),
+        SessionOptions(remote="sc://localhost:15002"),
+        SessionOptions(remote="sc://127.0.0.1:15002/;token=x"),
+    ]:
+        assert opts.elsewhere() is None, opts
+    assert SessionOptions(master="yarn").elsewhere() == "--master yarn"

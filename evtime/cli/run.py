@@ -150,6 +150,18 @@ def _check_outputs() -> None:
         check_path(params.get(key), bool(params.get("overwrite")))
 
 
+def _check_staging(sopts) -> None:
+    """Before Spark starts: tasks on other machines write their parts where this process
+    reads them, so they need a staging directory both see (EVTIME_STAGING)."""
+    far = sopts.elsewhere()
+    if far and not os.environ.get("EVTIME_STAGING"):
+        raise UsageError(
+            f"{far}: Spark's tasks run on other machines, which cannot see this machine's "
+            "temporary directory: set EVTIME_STAGING to a directory that this machine and "
+            "every executor share"
+        )
+
+
 def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=None):
     """Spark session and the input DataFrame (lazy), checked against the columns it has;
     ``check(layout)`` runs before Spark starts (usage errors start no JVM).
@@ -177,6 +189,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     sopts = SessionOptions.from_cli(
         ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server, small_input(files)
     )
+    _check_staging(sopts)
     global _in_driver
     _in_driver = driver_io(files, sopts)
     if _in_driver:
