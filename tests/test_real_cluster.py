@@ -1,0 +1,132 @@
+"""evtime on a real Spark standalone cluster whose worker has a private /tmp (see
+tests/standalone.py), inputs and outputs on S3 (moto's server on loopback): each command
+gives the same bytes as in local mode; without a shared staging directory it stops before
+Spark starts.  (Staging on the object store itself is not built yet: these runs stage in a
+directory outside /tmp that stands for a shared mount.)"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from tests.conftest import ROOT, SAMPLES
+from tests.standalone import Standalone, unshare_refusal
+
+pytestmark = pytest.mark.cli
+
+MERGE = SAMPLES / "merge"
+COMMANDS = {
+    "adjust": ["adjust", "--unit", "msec", "--range", "500", "{in}/readings.csv"],
+    "explain adjust": [
+        "explain", "adjust", "--format", "csv", "--unit", "sec", "--range", "5",
+        "{in}/readings.csv",
+    ],
+    "merge of 3 sources": [
+        "merge", "--order-by", "seq", "--bound-marker", "kind=bound", "--join-leave",
+        "P1={in}/p1.csv", "P2={in}/p2.csv", "P3={in}/p3.csv",
+    ],
+    "bound with a key": [
+        "bound", "--window", "1m", "--key", "device", "--agg", "count(*) AS n",
+        "--agg", "round(avg(temp), 2) AS mean", "{in}/readings.csv",
+    ],
+}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    why = unshare_refusal()
+    if why:
+        pytest.skip(f"no private /tmp for the worker: {why}")
+    work = ROOT / f".cluster-test-{uuid.uuid4().hex[:8]}"  # (outside /tmp: "shared")
+    work.mkdir()
+    (work / "staging").mkdir()
+    c = Standalone(work)
+    try:
+        yield c
+    finally:
+        c.stop()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def inputs(s3):
+    name = f"evtime-cl-{uuid.uuid4().hex[:8]}"
+    s3.mkdir(name)
+    for f in [
+        SAMPLES / "bound" / "readings.csv",
+        MERGE / "p1.csv",
+        MERGE / "p2.csv",
+        MERGE / "p3.csv",
+        SAMPLES / "cron" / "mon.csv",
+        SAMPLES / "cron" / "tue.csv",
+    ]:
+        s3.put(str(f), f"{name}/in/{f.name}")  # fmt: skip
+    return name
+
+
+def _on_cluster(cluster, cli_env, args, cwd, staging=True):
+    env = dict(cli_env, PYSPARK_PYTHON=sys.executable)  # (the executors' Python: ours)
+    if staging:
+        env["EVTIME_STAGING"] = str(cluster.work / "staging")
+    else:
+        env.pop("EVTIME_STAGING", None)
+    return subprocess.run(
+        [sys.executable, "-m", "evtime", *args, "--master", cluster.url],
+        env=env, cwd=cwd, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_a_command_on_the_cluster_gives_the_local_bytes(
+    cluster, inputs, s3, run_cli, cli_env, tmp_path, command
+):
+    args = [a.format(**{"in": f"s3://{inputs}/in"}) for a in COMMANDS[command]]
+    out = f"s3://{inputs}/out/{command.replace(' ', '-')}"
+    far = _on_cluster(cluster, cli_env, [*args, "-o", f"{out}-cluster.csv"], tmp_path)
+    assert far.returncode == 0, far.stderr
+    here = run_cli(*args, "-o", f"{out}-local.csv")
+    assert here.exit_code == 0, here.stderr
+    cluster_bytes = s3.cat_file(f"{out}-cluster.csv".removeprefix("s3://"))
+    assert cluster_bytes == s3.cat_file(f"{out}-local.csv".removeprefix("s3://"))
+    assert cluster_bytes.count(b"\n") > 3
+    # (the accounting line is the same too, but for its run time)
+    assert far.stderr.rsplit(" (", 1)[0] == here.stderr.rsplit(" (", 1)[0]
+
+
+def test_an_adjust_state_pair_on_the_cluster_gives_the_local_bytes(
+    cluster, inputs, s3, run_cli, cli_env, tmp_path, workdir
+):
+    base = ["adjust", "--unit", "sec", "--range", "5"]
+    got = {}
+    for where in ("cluster", "local"):
+        # (the executors read the held rows from the state directory: on a cluster it
+        # must be on a shared mount, as EVTIME_STAGING is)
+        state = (cluster.work if where == "cluster" else tmp_path) / f"st-{where}"
+        for day in ("mon", "tue"):
+            args = [*base, "--state", str(state), "-o", f"s3://{inputs}/out/{where}-{day}.csv",
+                    f"s3://{inputs}/in/{day}.csv"]  # fmt: skip
+            if where == "cluster":
+                r = _on_cluster(cluster, cli_env, args, tmp_path)
+                assert r.returncode == 0, r.stderr
+            else:
+                r = run_cli(*args)
+                assert r.exit_code == 0, r.stderr
+            got[where, day] = s3.cat_file(f"{inputs}/out/{where}-{day}.csv")
+    assert got["cluster", "mon"] == got["local", "mon"]
+    assert got["cluster", "tue"] == got["local", "tue"]
+    assert got["cluster", "tue"].count(b"\n") == 4
+
+
+def test_without_shared_staging_the_run_stops_before_spark(cluster, inputs, cli_env, tmp_path):
+    r = _on_cluster(
+        cluster, cli_env, [*COMMANDS["adjust"][:-1], f"s3://{inputs}/in/readings.csv"],
+        tmp_path, staging=False,
+    )  # fmt: skip
+    assert r.returncode == 2
+    assert r.stderr.strip().endswith("set EVTIME_STAGING to a directory that this machine and "
+                                     "every executor share")  # fmt: skip
+    assert r.stderr.count("\n") == 1
