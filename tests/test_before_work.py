@@ -140,7 +140,9 @@ def test_bad_remote_port(run_cli, port):
 
 def test_unknown_extension(run_cli, workdir):
     (workdir / "in.xyz").write_text((SAMPLES / "tuples.csv").read_text())
-    _one_line(run_cli(*ADJ, "in.xyz"), "in.xyz", "--input-format", status=2)
+    _one_line(
+        run_cli(*ADJ, "in.xyz"), "in.xyz", "cannot tell the format", "--input-format", status=2
+    )
 
 
 def test_empty_directory(run_cli, workdir):
@@ -150,7 +152,12 @@ def test_empty_directory(run_cli, workdir):
 
 def test_corrupt_parquet(run_cli, workdir):
     (workdir / "bad.parquet").write_bytes(b"PAR1 not really a parquet file")
-    _one_line(run_cli(*ADJ, "bad.parquet", "-o", "o.csv"), "bad.parquet", "parquet", status=1)
+    _one_line(
+        run_cli(*ADJ, "bad.parquet", "-o", "o.csv"),
+        "bad.parquet",
+        "cannot read as parquet",
+        status=1,
+    )
     assert sorted(p.name for p in workdir.iterdir()) == ["bad.parquet"]
 
 
@@ -160,7 +167,9 @@ def test_flush_without_state(run_cli):
 
 def test_state_not_a_directory(run_cli, workdir):
     (workdir / "st").write_text("x")
-    _one_line(run_cli(*ADJ, IN, "--state", "st", "-o", "o.csv"), "--state st", status=2)
+    _one_line(
+        run_cli(*ADJ, IN, "--state", "st", "-o", "o.csv"), "--state st", "not a directory", status=2
+    )
 
 
 def test_state_locked(run_cli, workdir):
