@@ -120,6 +120,7 @@ class SessionOptions:
         reuse_server: bool = False,
         small: bool = False,
     ) -> SessionOptions:
+        master_given = bool(master)
         pairs: dict[str, str] = {}
         env_conf = [c for c in os.environ.get("EVTIME_CONF", "").split(",") if c.strip()]
         for item in [*env_conf, *conf]:
@@ -127,14 +128,42 @@ class SessionOptions:
             if not sep or not key.strip():
                 raise UsageError(f"--conf takes KEY=VALUE, got {item!r}")
             pairs[key.strip()] = value.strip()
+        master = master or os.environ.get("EVTIME_MASTER")
+        if master is not None:
+            check_master(master, "--master" if master_given else "EVTIME_MASTER")
         return cls(
-            master=master or os.environ.get("EVTIME_MASTER"),
+            master=master,
             remote=remote or os.environ.get("SPARK_REMOTE"),
             conf=pairs,
             verbose=verbose,
             reuse_server=reuse_server or os.environ.get("EVTIME_REUSE_SERVER", "") in ("1", "true"),
             small=small,
         )
+
+
+# the master URLs Spark 4 takes (its SparkMasterRegex, and the cluster managers it has)
+_MASTERS = re.compile(
+    r"local"
+    r"|local\[(\*|[1-9][0-9]*)\]"  # local[N], local[*]
+    r"|local\[(\*|[1-9][0-9]*)\s*,\s*[0-9]+\]"  # local[N,F]: F failures allowed
+    r"|local-cluster\[\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*,\s*[1-9][0-9]*\s*\]"
+    r"|spark://[^\s:/,]+:[0-9]+(,[^\s:/,]+:[0-9]+)*"  # (standby masters after commas)
+    r"|yarn"
+    r"|k8s://\S+"
+)
+
+
+def check_master(master: str, where: str = "--master") -> None:
+    """Refuse, in one line and before a JVM starts, a master URL Spark would not take (it
+    would print a Java stack trace and end the gateway)."""
+    if _MASTERS.fullmatch(master):
+        return
+    if master.startswith("mesos://"):
+        raise UsageError(f"{where} {master}: Spark 4 has no Mesos support")
+    raise UsageError(
+        f"{where} {master!r}: not a Spark master URL (local, local[N], local[*], local[N,F], "
+        "local-cluster[N,C,M], spark://HOST:PORT, yarn, k8s://URL)"
+    )
 
 
 def under_spark_submit() -> bool:
@@ -221,7 +250,9 @@ def check_reachable(remote: str, timeout: float = 10.0) -> None:
     try:
         port = int(port_text)
     except ValueError:
-        raise UsageError(f"--remote: bad port in sc://{hostport}") from None
+        port = 0
+    if not 0 < port < 65536:  # (a port out of range is refused, not "unreachable")
+        raise UsageError(f"--remote: bad port in sc://{hostport} (1-65535)")
     try:
         socket.create_connection((host, port), timeout=timeout).close()
     except OSError as err:

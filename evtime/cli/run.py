@@ -135,16 +135,26 @@ def _pyspark_error_logs(verbose: bool) -> None:
         PySparkLogger.getLogger(name).disabled = not verbose
 
 
+# the options that name a file a run writes (checked together before Spark starts)
+OUTPUT_OPTIONS = (("-o", "output"), ("--discards", "discards"), ("--plot", "plot"))
+
+
 def _check_outputs() -> None:
-    """The command's -o and --discards refused before Spark starts when they exist (without
-    --overwrite) or their directory does not; the writer checks them again before it
-    writes.  With --state they are checked once the state is read: a rerun of its last
-    committed run writes nothing, whatever is there."""
+    """The command's -o, --discards and --plot refused before Spark starts when two name
+    the same file (a usage error), when one cannot be created (its directory missing or
+    not writable), or (-o, --discards) when they exist (without --overwrite); the writer
+    checks them again before it writes.  With --state, existing ones are checked once the
+    state is read: a rerun of its last committed run writes nothing, whatever is there."""
     ctx = click.get_current_context(silent=True)
     params = ctx.params if ctx else {}
+    from evtime.io.writer import check_creatable, check_distinct, check_path
+
+    named = [(opt, params.get(key)) for opt, key in OUTPUT_OPTIONS if params.get(key)]
+    check_distinct(named)  # (a usage error: exit 2)
+    for opt, path in named:  # every output can be created: before the first Spark job
+        check_creatable(path, opt)
     if params.get("state"):
         return
-    from evtime.io.writer import check_path
 
     for key in ("output", "discards"):
         check_path(params.get(key), bool(params.get("overwrite")))

@@ -1141,11 +1141,14 @@ def positions_in_parts(
 
 
 def order_arrivals(df: DataFrame, col: str) -> DataFrame:
-    """Arrival order from an explicit column (ties: input order): ``_evt_seq`` becomes the
+    """Arrival order from an explicit column (ties, and rows whose value is null, which arrive
+    after every other row: input order): ``_evt_seq`` becomes the
     row's place in a sort by (col, file, row), numbered per sorted partition (dense inside a
     partition, so chunks stay dense runs).  Checkpointed so every later pass sees the same
     numbering."""
-    ordered = df.sort(col, FILE, ROW).withColumn(SEQ, F.monotonically_increasing_id())
+    ordered = df.sort(F.col(col).asc_nulls_last(), FILE, ROW).withColumn(
+        SEQ, F.monotonically_increasing_id()
+    )
     return ordered.withColumn(CHUNK, F.shiftright(SEQ, CHUNK_SHIFT)).localCheckpoint()
 
 

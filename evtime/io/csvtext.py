@@ -4,7 +4,9 @@ quote or a line break (RFC 4180; Python's ``csv.QUOTE_MINIMAL``, xsv, csvkit, pa
 Arrow's own CSV writer quotes every text value, the header too (its "needed" style), and
 its "none" style refuses values that need quotes; so the text is made here, column by
 column, with Arrow's compute functions (no Python per row): each column cast to text as
-Arrow's writer casts it, the values that need it quoted, the columns joined."""
+Arrow's writer casts it, the values that need it quoted, the columns joined.  A nested
+value (list, struct, map), which has no CSV text, is written as its JSON text (as a JSON
+Lines output writes it), quoted as any text."""
 
 from __future__ import annotations
 
@@ -39,6 +41,10 @@ def _text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
         column = column.dictionary_decode()
     if pa.types.is_large_string(column.type):
         return column.cast(pa.string())
+    if pa.types.is_nested(column.type):  # (lists, structs, maps: their JSON text)
+        from evtime.io.jsonlines import json_text
+
+        return json_text(column)
     if not pa.types.is_string(column.type):
         return pc.cast(column, pa.string())  # (as Arrow's CSV writer casts)
     return column

@@ -6,7 +6,9 @@ are Arrow's text of them, as in the CSV outputs: the shortest that reads back to
 value, an exponent from 1e-7 down and from 1e+21 up (``1e-9``, ``0.000001``), a float
 with no fraction keeps one (``100.0``); NaN and the infinities are ``NaN``, ``Infinity`` and
 ``-Infinity``, as Python writes them. Columns of other types (decimals, binary, lists, ...)
-send the whole table through ``json.dumps`` with ``default=str``, row by row.
+send the whole table through ``json.dumps`` with ``default=str``, row by row: a list is a
+JSON array, a struct and a map JSON objects (a map's keys as text; of duplicate keys, the
+last).  :func:`json_text` makes the same text of a nested column for the CSV outputs.
 """
 
 from __future__ import annotations
@@ -57,8 +59,22 @@ def _span(arr: pa.Array) -> tuple[pa.Buffer | None, int, int]:
 
 
 def _row_by_row(table: pa.Table) -> bytes:
-    lines = (json.dumps(r, default=str, ensure_ascii=False) for r in table.to_pylist())
+    rows = table.to_pylist(maps_as_pydicts="lossy")
+    lines = (json.dumps(r, default=str, ensure_ascii=False) for r in rows)
     return "".join(line + "\n" for line in lines).encode()
+
+
+def json_text(arr: pa.Array) -> pa.Array:
+    """Each value of a nested (list, struct, map) array as its JSON text, as a JSON Lines
+    output writes it (null for null): how the CSV outputs write a value that has no text
+    of its own (``collect_list(w)``: ``["a", "b"]``).  Python per value: such columns are
+    aggregates, a value per window."""
+    values = arr.to_pylist(maps_as_pydicts="lossy")
+    dumps = json.dumps
+    return pa.array(
+        [None if v is None else dumps(v, default=str, ensure_ascii=False) for v in values],
+        pa.string(),
+    )
 
 
 def _null() -> pa.Scalar:

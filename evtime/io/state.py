@@ -121,8 +121,11 @@ class StateDir:
         self.dir = _local_dir(path)
         if os.path.exists(self.dir) and not os.path.isdir(self.dir):
             raise UsageError(f"--state {path}: not a directory")
-        os.makedirs(self.dir, exist_ok=True)
-        self._lock = open(os.path.join(self.dir, ".lock"), "w")  # noqa: SIM115
+        try:
+            os.makedirs(self.dir, exist_ok=True)
+            self._lock = open(os.path.join(self.dir, ".lock"), "w")  # noqa: SIM115
+        except OSError as err:
+            raise EvtimeError(f"--state {path}: cannot use it: {err.strerror}") from None
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -154,6 +154,66 @@ def check_path(path: str | None, overwrite: bool) -> None:
         raise OutputError(f"{path}: directory {parent} does not exist")
 
 
+def check_creatable(path: str | None, opt: str = "-o") -> None:
+    """Refuse before any work a local output that cannot be created: its directory is
+    missing or not writable (a file is made there and removed at once: what the writer
+    will do), or the path is a directory.  The message names the user's path."""
+    if is_stream(path):
+        return
+    fs, p = _fs(path)
+    if "file" not in fs.protocol:
+        return
+    full = os.path.abspath(p)
+    if os.path.isdir(full):
+        raise OutputError(f"{opt} {path}: is a directory")
+    parent = os.path.dirname(full)
+    if not os.path.isdir(parent):
+        raise OutputError(f"{opt} {path}: directory {parent} does not exist")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{os.path.basename(full)}.evtime-", dir=parent)
+    except OSError as err:
+        raise OutputError(
+            f"{opt} {path}: cannot write in directory {parent}: {err.strerror}"
+        ) from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def _same_file_key(path: str) -> object:
+    """What names one destination however it is spelt (./a.csv, a.csv, /abs/a.csv, a
+    symbolic or hard link): None for a stream (standard output, a device, a FIFO)."""
+    if is_stream(path):
+        return None
+    fs, p = _fs(path)
+    if "file" not in fs.protocol:
+        return (fs.protocol, fs._strip_protocol(p))
+    full = os.path.realpath(os.path.abspath(p))
+    try:
+        st = os.stat(full)
+        return ("inode", st.st_dev, st.st_ino)
+    except OSError:
+        return ("path", full)
+
+
+def check_distinct(named: Sequence[tuple[str, str | None]]) -> None:
+    """Refuse (a usage error) two outputs of one run that name the same file: ``named``
+    is (option, path) pairs, e.g. ``("-o", "same.csv"), ("--discards", "./same.csv")``."""
+    seen: dict[object, tuple[str, str]] = {}
+    for opt, path in named:
+        if not path:
+            continue
+        key = _same_file_key(path)
+        if key is None:
+            continue
+        if key in seen:
+            first, where = seen[key]
+            raise UsageError(
+                f"{first} {where} and {opt} {path} name the same file: give each output "
+                "its own path"
+            )
+        seen[key] = (opt, path)
+
+
 def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
     if sink.raw:
         return pa.Table.from_batches([batch.select(sink.columns)])
