@@ -195,9 +195,10 @@ def test_a_real_type_conflict_is_one_line(run_cli, tmp_path):
     assert "read 1, carried 3" in r.stderr
 
 
-def test_a_new_column_is_refused(run_cli, tmp_path):
+def test_a_new_column_is_refused_a_missing_one_is_empty(run_cli, tmp_path):
     """Earlier runs' outputs cannot gain a column: a run with one the stream has not seen
-    is refused, naming the columns."""
+    is refused, naming the columns; a run without one of the stream's columns has it
+    empty, as one run over all the inputs has."""
     a = _write(tmp_path / "a.csv", "csv", RUN1, 0)
     b = tmp_path / "b.csv"
     b.write_text("k,time,n,extra\n1,30,5,x\n")
@@ -210,3 +211,13 @@ def test_a_new_column_is_refused(run_cli, tmp_path):
         f"evtime: --state {st} was written with input columns k,time,n; this run has input "
         "columns k,time,n,extra: use the same options or another state directory"
     ]
+    c = tmp_path / "c.csv"
+    c.write_text("time,k\n30,2\n")
+    r = run_cli(*ADJUST, "--state", st, "--flush", "-o", tmp_path / "o1.csv", c)
+    assert r.exit_code == 0, r.stderr
+    r = run_cli(*ADJUST, "-o", tmp_path / "one.csv", a, c)
+    assert r.exit_code == 0, r.stderr
+    runs = (tmp_path / "o0.csv").read_text() + (tmp_path / "o1.csv").read_text()
+    one = (tmp_path / "one.csv").read_text().splitlines()
+    got = [x for x in runs.splitlines() if x != one[0]]
+    assert sorted(got) == sorted(one[1:]) and "2,30,,1970-01-01T00:00:00.000000030Z" in one

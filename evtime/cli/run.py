@@ -576,8 +576,10 @@ def check_state_outputs(kw: dict) -> None:
 
 def state_opener(kw: dict, command: str, options: dict, box: list):
     """A ``before_spark`` hook for :func:`start`: lock and recover ``--state DIR``, check it
-    was written by this version with these ``options`` and the same input columns; appends
-    the :class:`Stateful` to ``box``.  Raises :class:`NothingToDo` for a rerun of the last
+    was written by this version with these ``options`` and the same input columns, whose
+    types are those of one run over all the stream's inputs (the earlier runs' types and
+    this run's unified: :func:`evtime.io.reader.continued`); appends the :class:`Stateful`
+    to ``box``.  Raises :class:`NothingToDo` for a rerun of the last
     committed run."""
     from evtime.io.state import StateDir, input_record
 
@@ -648,7 +650,11 @@ def _saved_layout(sd, st):
     def schema(key: str):
         return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(saved[key])))
 
-    return Layout(schema("schema"), saved["time"], schema("raw"), saved["text"], saved["csv"])
+    # (a state of this version written before the layout kept its union: the types as
+    # they were, each a type of its own)
+    raw = schema("raw") if "raw" in saved else schema("schema")
+    text, csv = saved.get("text", False), saved.get("csv", False)
+    return Layout(schema("schema"), saved["time"], raw, text, csv)
 
 
 def write_and_commit(df, sinks, lay, stf: Stateful, state_sinks, meta: dict) -> dict[str, int]:
