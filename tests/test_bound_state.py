@@ -274,3 +274,14 @@ def test_user_aggregates_adjusted_and_bad_rows_across_runs(run_cli, tmp_path):
     assert any(r["reason"].startswith("bad input") for r in want_dis)
     got, got_dis = _incremental(run_cli, tmp_path, files, opts)
     assert got == want and got_dis == want_dis
+
+
+def test_split_at_every_row_equals_one_run(run_cli, tmp_path):
+    """One run per row (a run boundary after every arrival) gives the windows of one run
+    (the random splits above cut once or twice)."""
+    rows = [
+        ("a", 1003, False), ("b", 1001, False), ("a", 1012, False), ("a", 1008, False),
+        ("b", 1015, False), ("b", 1009, False), ("a", 1021, False),
+    ]  # fmt: skip
+    opts = ["--window", "10ns", "--slide", "5ns", *AGGS, "--key", "k"]
+    _check_same(run_cli, tmp_path, rows, list(range(1, len(rows))), opts)

@@ -275,3 +275,16 @@ def test_flush_without_input_ends_the_stream(run_cli, tmp_path):
     _same_discards(got_dis, want_dis, False)
     r = run_cli(*MERGE, "--order-by", "n", "--state", tmp_path / "st", "--flush", "-o", "x.csv")
     assert r.exit_code == 0 and "nothing to do" in r.stderr
+
+
+@pytest.mark.parametrize("opts", [ARRIVAL, []], ids=["arrival", "default"])
+def test_split_at_every_row_equals_one_run(run_cli, tmp_path, opts):
+    """A run boundary after every arrival (the first run has one row of each source, as
+    a stream's first run names its sources) gives what one run gives."""
+    arr = ARR[:7]
+    single, runs = _files(tmp_path, arr, list(range(2, len(arr))))
+    assert len(runs) == len(arr) - 1
+    want, want_dis = _single(run_cli, tmp_path, single, opts)
+    got, got_dis = _incremental(run_cli, tmp_path, runs, opts)
+    assert got == want
+    _same_discards(got_dis, want_dis, not opts)

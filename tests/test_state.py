@@ -171,3 +171,17 @@ def test_flush_without_input_ends_the_stream(run_cli, tmp_path):
     # the stream has ended: a flush again has nothing to flush
     r = run_cli(*ADJUST, *opts, *state, "--flush", "-o", tmp_path / "again.csv")
     assert r.exit_code == 0 and "nothing to do" in r.stderr
+
+
+def test_split_at_every_row_equals_one_run(run_cli, tmp_path):
+    """One run per row (a run boundary after every arrival, late rows and discards
+    included) gives what one run gives (the random splits above cut once or twice)."""
+    rows = [("a", 1000 + t) for t in (5, 1, 9, 3, 9, 14)]  # adjusted, discarded, a tie
+    files = _split(tmp_path, rows, list(range(1, len(rows))))
+    assert len(files) == len(rows)
+    opts = ["--range", "4"]
+    want, want_dis = _single(run_cli, tmp_path, files, opts)
+    assert want_dis  # (the stream has late rows)
+    outs, got_dis = _incremental(run_cli, tmp_path, files, opts)
+    assert [r for out in outs for r in out] == want
+    assert _by_arrival(got_dis) == _by_arrival(want_dis)

@@ -161,9 +161,7 @@ def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
     good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
     read = good + run.rejected_count(inp)
     own = lay.schema.names
-    held_file, refs_file = stf.file("held.parquet"), stf.file("refs.parquet")
-    refs = spark.read.parquet(refs_file) if refs_file else None
-    carried = spark.read.parquet(held_file) if held_file else None
+    refs, carried = stf.read(spark, "refs.parquet"), stf.read(spark, "held.parquet")
     df = engine.classify(df, spec, refs, one_chunk=inp.one_chunk, as_read=inp.as_read)
     df = engine.carry_on(df, spec, carried, refs, stf.st.arrivals, stf.flush)
     df, sinks = _sinks(df, spec, own, kw)

@@ -434,9 +434,8 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
     good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
     read = good + run.rejected_count(inp)
     sinks = _sinks(kw, spec, lay)
-    held_file, keys_file = stf.file("held.parquet"), stf.file("keys.parquet")
-    held = spark.read.parquet(held_file) if held_file else None
-    carried = spark.read.parquet(keys_file) if keys_file else bs.no_state(df, spec)
+    held, carried = stf.read(spark, "held.parquet"), stf.read(spark, "keys.parquet")
+    carried = carried if carried is not None else bs.no_state(df, spec)
     cl = engine.prepare(df, spec, carried, stf.st.arrivals, inp.one_chunk, inp.as_read)
     rows, keep = bs.open_windows(bs.rows_in_windows(cl, held), carried, spec)
     w, names = _windows(cl, spec, items, lay.schema.names, rows, keep)

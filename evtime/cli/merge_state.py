@@ -114,8 +114,7 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
     (stf,) = stream.box
     good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
     read = good + run.rejected_count(inp)
-    held_file = stf.file("held.parquet")
-    held = df.sparkSession.read.parquet(held_file) if held_file else None
+    held = stf.read(df.sparkSession, "held.parquet")
     rows, nxt = state.classify(df, spec, stream.carried, held, stf.flush)
     own = lay.schema.names
     source_as, as_ = out["source_as"], out["as_"]

@@ -566,6 +566,8 @@ class Stateful:
     sd: object  # evtime.io.state.StateDir
     st: object  # evtime.io.state.State
     flush: bool
+    earlier: object = None  # the input layout of the earlier runs (evtime.io.reader.Layout)
+    lay: object = None  # this run's input layout
 
     @property
     def carried(self) -> int:
@@ -574,6 +576,20 @@ class Stateful:
     def file(self, name: str) -> str | None:
         """A file of the committed state, None for a fresh stream."""
         return None if self.st.fresh else self.st.file(name)
+
+    def read(self, spark, name: str):  # -> DataFrame | None
+        """A Parquet file of the committed state (None for a fresh stream), its input
+        columns in this run's types (which may be wider than the earlier runs', as one run
+        over all the inputs has them: :func:`evtime.io.reader.continued`)."""
+        from evtime.io.reader import recarried
+
+        path = self.file(name)
+        if path is None:
+            return None
+        df = spark.read.parquet(path)
+        if self.earlier is None or self.lay is None:
+            return df
+        return recarried(df, self.earlier, self.lay, f"--state {self.sd.shown}: {name}")
 
 
 def check_state_outputs(kw: dict) -> None:
@@ -591,18 +607,31 @@ def check_state_outputs(kw: dict) -> None:
 
 def state_opener(kw: dict, command: str, options: dict, box: list):
     """A ``before_spark`` hook for :func:`start`: lock and recover ``--state DIR``, check it
-    was written by this version with these ``options`` and the same input columns; appends
-    the :class:`Stateful` to ``box``.  Raises :class:`NothingToDo` for a rerun of the last
+    was written by this version with these ``options`` and the same input columns, whose
+    types are those of one run over all the stream's inputs (the earlier runs' types and
+    this run's unified: :func:`evtime.io.reader.continued`); appends the :class:`Stateful`
+    to ``box``.  Raises :class:`NothingToDo` for a rerun of the last
     committed run."""
     from evtime.io.state import StateDir, input_record
 
     def opener(files, lay):
+        from evtime.errors import InputError
+        from evtime.io.reader import continued
+
         sd = StateDir(kw["state"])
         try:
             st = sd.load()
+            earlier = None if st.fresh or "layout" not in st.meta else _saved_layout(sd, st)
+            conflict = None
             if lay is None:
-                lay = _saved_layout(sd, st)
-            cols = ",".join(f"{f.name}:{f.type}" for f in lay.schema)
+                lay = earlier if earlier is not None else _saved_layout(sd, st)
+            elif earlier is not None and earlier.time_col == lay.time_col:
+                # one run over all the stream's inputs unifies their types: so do the runs
+                try:
+                    lay = continued(earlier, lay, files, f"the earlier runs of --state {sd.shown}")
+                except InputError as err:
+                    conflict = err  # (after the checks of version, command and options)
+            cols = ",".join(lay.schema.names)
             opts = {**options, "input columns": cols, "time column": lay.time_col}
             inputs = input_record(files)
             if sd.check(st, command, opts, inputs):
@@ -610,11 +639,13 @@ def state_opener(kw: dict, command: str, options: dict, box: list):
                     f"evtime {command}: the inputs were already read by the last run committed "
                     f"to --state {kw['state']}: nothing to do"
                 )
+            if conflict is not None:
+                raise conflict
         except BaseException:
             sd.close()
             raise
         st.run = {"options": opts, "inputs": inputs, "layout": _layout_record(lay)}
-        box.append(Stateful(sd, st, bool(kw.get("flush"))))
+        box.append(Stateful(sd, st, bool(kw.get("flush")), earlier, lay))
         return lay
 
     return opener
@@ -623,8 +654,14 @@ def state_opener(kw: dict, command: str, options: dict, box: list):
 def _layout_record(lay) -> dict:
     import base64
 
+    def b64(schema) -> str:
+        return base64.b64encode(schema.serialize().to_pybytes()).decode()
+
     return {
-        "schema": base64.b64encode(lay.schema.serialize().to_pybytes()).decode(),
+        "schema": b64(lay.schema),
+        "raw": b64(lay.raw if lay.raw is not None else lay.schema),
+        "text": lay.text,
+        "csv": lay.csv,
         "time": lay.time_col,
     }
 
@@ -640,8 +677,15 @@ def _saved_layout(sd, st):
     if "layout" not in st.meta:
         raise UsageError(f"--state {sd.shown} holds no stream to flush: give the INPUT to read")
     saved = st.meta["layout"]
-    schema = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(saved["schema"])))
-    return Layout(schema, saved["time"])
+
+    def schema(key: str):
+        return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(saved[key])))
+
+    # (a state of this version written before the layout kept its union: the types as
+    # they were, each a type of its own)
+    raw = schema("raw") if "raw" in saved else schema("schema")
+    text, csv = saved.get("text", False), saved.get("csv", False)
+    return Layout(schema("schema"), saved["time"], raw, text, csv)
 
 
 def write_and_commit(df, sinks, lay, stf: Stateful, state_sinks, meta: dict) -> dict[str, int]:

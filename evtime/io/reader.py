@@ -50,6 +50,12 @@ class Layout:
 
     schema: pa.Schema  # original types, the union over all files
     time_col: str
+    # the union before its defaults (a column with no value anywhere stays null, a CSV time
+    # column keeps its guessed type), and whether a text file / a CSV file was read: what
+    # a later run of a --state stream unifies with (:func:`continued`)
+    raw: pa.Schema | None = None
+    text: bool = False
+    csv: bool = False
 
     def spark_type(self, t: pa.DataType) -> pa.DataType:
         if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
@@ -87,39 +93,53 @@ def suggest(name: str, names: list[str]) -> str:
     return f" - did you mean {close[0]!r}?" if close else ""
 
 
-def _unify(files: list[InputFile], time_col: str | None) -> pa.Schema:
-    """One schema over all files (union by name).  The time column may differ in type from
-    file to file (each file's times are parsed on their own): it then travels as ISO text."""
+def wider(have: pa.DataType, t: pa.DataType, time: bool) -> pa.DataType | None:
+    """The type of a column that is ``have`` in one input and ``t`` in another (None: they
+    conflict).  A column without a value (null) takes the other's type, int with float is
+    float; the time column (each file's times are parsed on their own) becomes text."""
+    if have == t or pa.types.is_null(t):
+        return have
+    if pa.types.is_null(have) or pa.types.is_integer(have) and pa.types.is_floating(t):
+        return t
+    if pa.types.is_floating(have) and pa.types.is_integer(t):
+        return have
+    return pa.string() if time else None
+
+
+def _union(schemas: list[tuple[pa.Schema, str]], time_col: str | None) -> pa.Schema:
+    """One schema over all ``(schema, where)`` (union by name, :func:`wider`)."""
     fields: dict[str, tuple[pa.DataType, str]] = {}
-    for f in files:
-        for fld in formats.file_schema(f):
-            t = fld.type
+    for schema, shown in schemas:
+        for fld in schema:
             if fld.name not in fields:
-                fields[fld.name] = (t, f.shown)
+                fields[fld.name] = (fld.type, shown)
                 continue
             have, where = fields[fld.name]
-            if have == t or pa.types.is_null(t):
-                continue
-            if pa.types.is_null(have) or pa.types.is_integer(have) and pa.types.is_floating(t):
-                fields[fld.name] = (t, f.shown)
-            elif pa.types.is_floating(have) and pa.types.is_integer(t):
-                pass
-            elif fld.name == time_col:
-                fields[fld.name] = (pa.string(), f.shown)
-            else:
+            t = wider(have, fld.type, fld.name == time_col)
+            if t is None:
                 raise InputError(
-                    f"column {fld.name!r} is {have} in {where} but {t} in {f.shown}: "
+                    f"column {fld.name!r} is {have} in {where} but {fld.type} in {shown}: "
                     "give all inputs the same type"
                 )
-    # a CSV/JSON column without a value (in the first block, or a file with a header only)
-    # is text, unless another file says otherwise
-    text = any(f.fmt != "parquet" for f in files)
-    return pa.schema(
+            if t != have:
+                fields[fld.name] = (t, shown)
+    return pa.schema([pa.field(n, t) for n, (t, _) in fields.items()])
+
+
+def _defaults(raw: pa.Schema, time_col: str, text: bool, csv: bool) -> pa.Schema:
+    """The layout's schema from the union ``raw``: a CSV/JSON column without a value (in the
+    first block, or a file with a header only) is text, unless another file says otherwise;
+    CSV times are parsed from their text (a float64 guess would lose nanoseconds)."""
+    schema = pa.schema(
         [
-            pa.field(n, pa.string() if text and pa.types.is_null(t) else t)
-            for n, (t, _) in fields.items()
+            pa.field(f.name, pa.string() if text and pa.types.is_null(f.type) else f.type)
+            for f in raw
         ]
     )
+    if csv:
+        i = schema.get_field_index(time_col)
+        schema = schema.set(i, pa.field(time_col, pa.string()))
+    return schema
 
 
 def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
@@ -139,12 +159,24 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
                 f"{what} in {files[0].shown}: name one with --time COL; columns: {', '.join(names)}"
             )
         time_col = found[0]
-    schema = _unify(files, time_col)
-    if any(f.fmt == "csv" for f in files):
-        # CSV times are parsed from their text (a float64 guess would lose nanoseconds)
-        i = schema.get_field_index(time_col)
-        schema = schema.set(i, pa.field(time_col, pa.string()))
-    return Layout(schema, time_col)
+    raw = _union([(formats.file_schema(f), f.shown) for f in files], time_col)
+    text = any(f.fmt != "parquet" for f in files)
+    csv = any(f.fmt == "csv" for f in files)
+    return Layout(_defaults(raw, time_col, text, csv), time_col, raw, text, csv)
+
+
+def continued(earlier: Layout, now: Layout, files: list[InputFile], where: str) -> Layout:
+    """The layout of a run of a stream (``--state``) whose earlier runs had ``earlier`` and
+    whose own inputs ``files`` have ``now``: the layout one run over all those inputs has,
+    the earlier runs' union taking the place of their files (:func:`wider`: a column
+    without a value in the earlier runs or in this one takes the other's type, int64 with
+    double is double; a conflict names the file, the earlier runs as ``where``).  Columns
+    in the earlier runs' order, then this run's new ones."""
+    assert earlier.raw is not None
+    schemas = [(earlier.raw, where), *((formats.file_schema(f), f.shown) for f in files)]
+    raw = _union(schemas, now.time_col)
+    text, csv = earlier.text or now.text, earlier.csv or now.csv
+    return Layout(_defaults(raw, now.time_col, text, csv), now.time_col, raw, text, csv)
 
 
 @dataclass(frozen=True)
@@ -323,6 +355,66 @@ def _from_bytes(batch: pa.RecordBatch, lay: Layout, probs: _Problems) -> pa.Reco
     return pa.RecordBatch.from_arrays(arrays, names=batch.schema.names)
 
 
+def _as_carried(arr: pa.Array, fld: pa.Field, want: pa.DataType) -> pa.Array:
+    """A column of a file as Spark carries ``fld`` (``want``: its carried type)."""
+    if pa.types.is_timestamp(arr.type) and pa.types.is_string(want):
+        return format_ns(arr)  # a time column that is text in other files
+    if pa.types.is_timestamp(arr.type) or pa.types.is_duration(arr.type):
+        if arr.type != fld.type:
+            arr = arr.cast(fld.type)
+        arr = arr.cast(pa.int64())
+    elif pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    return arr if arr.type == want else arr.cast(want)
+
+
+def recarried(df, earlier: Layout, now: Layout, what: str):  # -> DataFrame
+    """Rows saved as ``earlier`` carries the input's columns (the held rows and the keys of
+    a ``--state``) as ``now`` carries them, each value converted as :func:`_carry` converts
+    a file's (a column with no value, int64 to double, a time column become text); ``what``
+    names the rows in an error."""
+    from pyspark.sql.pandas.types import from_arrow_type
+    from pyspark.sql.types import StructField, StructType
+
+    old = {f.name: f.type for f in earlier.schema}
+    changed = {
+        f.name: f
+        for f in now.schema
+        if f.name in df.columns and f.name in old and old[f.name] != f.type
+    }
+    if not changed:
+        return df
+    schema = StructType(
+        [
+            StructField(f.name, from_arrow_type(now.spark_type(changed[f.name].type)), True)
+            if f.name in changed
+            else f
+            for f in df.schema
+        ]
+    )
+
+    def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for b in batches:
+            arrays = []
+            for name, arr in zip(b.schema.names, b.columns, strict=True):
+                fld = changed.get(name)
+                if fld is not None:
+                    if pa.types.is_null(old[name]):
+                        arr = pa.nulls(len(arr), old[name])
+                    else:
+                        arr = earlier.restore(name, arr)
+                    try:
+                        arr = _as_carried(arr, fld, now.spark_type(fld.type))
+                    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                        raise in_task(
+                            InputError(f"{what}: column {name!r}: {formats._first_line(err)}")
+                        ) from None
+                arrays.append(arr)
+            yield pa.RecordBatch.from_arrays(arrays, names=b.schema.names)
+
+    return df.mapInArrow(convert, schema)
+
+
 def _carry(batch: pa.RecordBatch, lay: Layout, f: InputFile, where) -> list[pa.Array]:
     """The batch's columns as Spark carries them; ``where()`` says where its rows are."""
     cols = []
@@ -331,17 +423,8 @@ def _carry(batch: pa.RecordBatch, lay: Layout, f: InputFile, where) -> list[pa.A
         if fld.name not in batch.schema.names:
             cols.append(pa.nulls(batch.num_rows, want))
             continue
-        arr = batch.column(fld.name)
         try:
-            if pa.types.is_timestamp(arr.type) and pa.types.is_string(want):
-                arr = format_ns(arr)  # a time column that is text in other files
-            elif pa.types.is_timestamp(arr.type) or pa.types.is_duration(arr.type):
-                if arr.type != fld.type:
-                    arr = arr.cast(fld.type)
-                arr = arr.cast(pa.int64())
-            elif pa.types.is_dictionary(arr.type):
-                arr = arr.dictionary_decode()
-            cols.append(arr if arr.type == want else arr.cast(want))
+            cols.append(_as_carried(batch.column(fld.name), fld, want))
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
             raise in_task(
                 InputError(f"{f.shown}: {where()}: column {fld.name!r}: {formats._first_line(err)}")
