@@ -7,7 +7,7 @@ import datetime as dt
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evtime.io.timeparse import check_format, format_ns, to_ns, truncated_text
@@ -373,6 +373,7 @@ def test_sliced_inputs_and_non_ascii_literals():
     assert ns(["２００９-03-01"]) == [None]  # only ASCII digits
 
 
+@settings(max_examples=300, deadline=None)  # (pure Python: cheap)
 @given(st.lists(st.none() | st.integers(I64_MIN, I64_MAX), max_size=50), st.integers(0, 3))
 def test_format_ns_is_the_calendar(values, skip):
     """Every int64 ns formats as Python's calendar says, to the nanosecond; nulls stay null,
@@ -424,6 +425,7 @@ def test_iso_read_by_arrow_as_by_the_scanner(texts, tz):
     assert to_ns(arr, tz=tz).equals(_from_fields(arr, _ISO, tz))
 
 
+@settings(max_examples=200, deadline=None)  # (pure Python: cheap)
 @given(
     times=st.lists(
         st.one_of(st.none(), st.integers(-(2**62), 2**62), st.integers(-(10**13), 10**13)),
