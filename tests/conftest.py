@@ -6,11 +6,16 @@ start-up; tests marked ``cli`` run the installed script in a subprocess, as user
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import csv
 import io
 import json
 import os
+import shutil
 import socket
+import subprocess
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -46,6 +51,35 @@ os.environ.update(
 for _var in ("AWS_PROFILE", "AWS_SESSION_TOKEN"):
     os.environ.pop(_var, None)
 SAMPLES = ROOT / "samples"
+
+# evtime's cache (the class archive, ~150 MB, and `java -version`'s text) is a directory of
+# this test session, never the user's ~/.cache/evtime: every JVM and Python process the tests
+# start inherits it (a process importing this module again keeps its parent's: the variable
+# is set).  The user's archive, if there is one, is linked in (read, never written: writing
+# one takes minutes on a busy machine); else the first subprocess run writes one here.
+# EVTIME_TEST_CACHE_DIR names a directory to use instead (kept).
+CACHE_VAR = "EVTIME_TEST_CACHE_DIR"
+
+
+def _session_cache() -> str:
+    made = tempfile.mkdtemp(prefix="evtime-test-cache-")  # (mode 0700)
+    owner = os.getpid()
+    atexit.register(lambda: os.getpid() == owner and shutil.rmtree(made, ignore_errors=True))
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    user = Path(os.environ.get("EVTIME_CACHE_DIR") or Path(base) / "evtime")
+    try:
+        kept = [p for p in user.iterdir() if p.suffix in (".jsa", ".txt")]
+    except OSError:
+        kept = []
+    for path in kept:
+        with contextlib.suppress(OSError):  # (another file system: no archive, then)
+            os.link(path, os.path.join(made, path.name))
+    return made
+
+
+if not os.environ.get(CACHE_VAR):
+    os.environ[CACHE_VAR] = _session_cache()
+os.environ["EVTIME_CACHE_DIR"] = os.environ[CACHE_VAR]
 SEED_PATTERN = "yyyy/MM/dd HH:mm:ss:SSSSSSSSS"
 
 
@@ -182,3 +216,59 @@ def bucket(s3):
     s3.put(str(SAMPLES / "tuples.parquet"), f"{name}/in/a-tuples.parquet")
     s3.put(str(SAMPLES / "tuples.jsonl"), f"{name}/in/b-tuples.jsonl")
     return name
+
+
+# ------------------------------------------------------------------ hypothesis in CI
+# Hypothesis's own `ci` profile (loaded when CI is set) is derandomized: each test tried the
+# same few streams on every CI run.  Here CI runs stay reproducible but each commit tries
+# other streams: the seed comes from the commit (`git rev-parse HEAD`), printed in the
+# header; EVTIME_HYPOTHESIS_SEED=N replays a run (in CI or not), and pytest's own
+# --hypothesis-seed wins over both.
+SEED_VAR = "EVTIME_HYPOTHESIS_SEED"
+
+
+def _hypothesis_seed() -> tuple[int, str] | None:
+    """(seed, where it comes from), or None for hypothesis's own random seed."""
+    from hypothesis._settings import is_in_ci
+
+    given = os.environ.get(SEED_VAR, "").strip()
+    if given:
+        try:
+            return int(given, 0), f"{SEED_VAR}"
+        except ValueError:
+            raise pytest.UsageError(f"{SEED_VAR} takes a whole number, not {given!r}") from None
+    if not is_in_ci():
+        return None
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, timeout=30
+        ).stdout.strip()
+        return int(head[:16], 16), f"commit {head[:12]}"
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return 0, "not a git checkout"  # (still deterministic)
+
+
+_SEED: tuple[int, str] | None = None
+
+
+@pytest.hookimpl(tryfirst=True)  # (before hypothesis's plugin reads --hypothesis-seed)
+def pytest_configure(config):
+    global _SEED
+    if config.getoption("hypothesis_seed", None) is not None:
+        return
+    _SEED = _hypothesis_seed()
+    if _SEED is None:
+        return
+    from hypothesis import settings
+
+    # the `ci` profile (no deadline, no example database, ...) but random from the seed
+    settings.register_profile("evtime-ci", settings.get_profile("ci"), derandomize=False)
+    settings.load_profile("evtime-ci")
+    config.option.hypothesis_seed = str(_SEED[0])
+
+
+def pytest_report_header(config):
+    if _SEED is not None:
+        seed, source = _SEED
+        return f"hypothesis seed {seed} ({source}): replay with {SEED_VAR}={seed}"
+    return None

@@ -5,6 +5,7 @@ move the bound."""
 from __future__ import annotations
 
 import csv
+import re
 
 import pytest
 
@@ -173,11 +174,11 @@ def test_malformed_jsonl_lines_discarded_with_reason(run_cli, workdir):
     assert "read 4, released 2, discarded 2" in r.stderr
     assert [x["id"] for x in _rows(workdir / "out.csv")] == ["1", "4"]
     reasons = [x["reason"] for x in _rows(workdir / "d.csv")]
-    assert reasons == [
-        "bad input: malformed JSON line: not JSON: Expecting ',' delimiter (column 41) "
-        "(file x.jsonl line 2)",
-        "bad input: malformed JSON line: not a JSON object (file x.jsonl line 4)",
-    ]
+    # (what the JSON parser says after "not JSON: " is its own text: not compared)
+    assert len(reasons) == 2 and re.fullmatch(
+        r"bad input: malformed JSON line: not JSON: \S.* \(file x\.jsonl line 2\)", reasons[0]
+    ), reasons
+    assert reasons[1] == "bad input: malformed JSON line: not a JSON object (file x.jsonl line 4)"
 
 
 def test_empty_file_fails_even_with_discard(run_cli, workdir):

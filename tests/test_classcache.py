@@ -70,7 +70,24 @@ def test_what_killed_runs_left_is_removed_after_a_while(cache):
 
 def test_another_java_or_spark_is_another_archive():
     assert classcache.archive_name(JAVA) != classcache.archive_name(JAVA + "u2")
-    assert classcache.archive_name(JAVA) == classcache.archive_name(JAVA)
+
+
+def test_another_pyspark_is_another_archive(monkeypatch):
+    import pyspark
+
+    before = classcache.archive_name(JAVA)
+    monkeypatch.setattr(pyspark, "__version__", pyspark.__version__ + ".post1")
+    assert classcache.archive_name(JAVA) != before
+
+
+def test_the_tests_never_use_the_users_cache():
+    """tests/conftest.py: this session's processes (and the JVMs and scripts they start,
+    which inherit the environment) keep evtime's cache in a directory of their own."""
+    from pathlib import Path
+
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    assert classcache.cache_dir() != Path(base) / "evtime"
+    assert classcache.cache_dir() == Path(os.environ.get("EVTIME_TEST_CACHE_DIR", "-"))
 
 
 @pytest.mark.parametrize("mode,expected", [("0", None), ("off", None), ("read", "")])

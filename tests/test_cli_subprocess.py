@@ -180,7 +180,10 @@ def test_python_dash_m_runs_the_same_cli():
     )
     assert p.returncode == 0 and "Usage: evtime explain" in p.stdout
     bad = subprocess.run(
-        [sys.executable, "-m", "evtime", "adjust", "x.csv"], capture_output=True, text=True
+        [sys.executable, "-m", "evtime", "adjust", "x.csv"],
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert bad.returncode == 2 and "Missing option '--unit'" in bad.stderr
 

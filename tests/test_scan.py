@@ -35,12 +35,6 @@ rows_st = st.lists(
 )
 
 
-@pytest.fixture(autouse=True)
-def _partitions(spark):
-    """Several shuffle partitions, whatever an earlier CLI run left on the shared session."""
-    spark.conf.set("spark.sql.shuffle.partitions", "4")
-
-
 def _expected(rows, inclusive: bool):
     """Per row: (count of non-null values, max value) over its key's arrivals up to it."""
     seen: dict = {}

@@ -16,6 +16,7 @@ from evtime.session import (
 from tests.conftest import SAMPLES
 
 GIB = 1 << 30
+SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
 
 
 @pytest.mark.parametrize(
@@ -138,7 +139,7 @@ def test_existing_output_is_refused_before_spark_starts(
 def test_big_inputs_get_more_shuffle_partitions_never_fewer(spark):
     """More than ROWS_PER_TASK rows per shuffle partition: enough partitions that each
     holds at most that many; a smaller input keeps the session's number."""
-    from evtime.cli.run import ROWS_PER_TASK, SHUFFLE_PARTITIONS, shuffle_for
+    from evtime.cli.run import ROWS_PER_TASK, shuffle_for
 
     before = spark.conf.get(SHUFFLE_PARTITIONS)
     try:
@@ -156,6 +157,7 @@ def test_big_inputs_get_more_shuffle_partitions_never_fewer(spark):
 def test_modules_imported_while_the_session_starts_skip_a_failure():
     """build_session imports what every run needs next in a background thread while it
     waits for the JVM; a module that fails to import there is left for the real import."""
+    import importlib.util
     import sys
 
     from evtime.session import WHILE_STARTING, _import_meanwhile
@@ -163,4 +165,23 @@ def test_modules_imported_while_the_session_starts_skip_a_failure():
     sys.modules.pop("colorsys", None)
     _import_meanwhile(("evtime_no_such_module", "colorsys")).join(timeout=60)
     assert "colorsys" in sys.modules and "evtime_no_such_module" not in sys.modules
-    assert "pandas" in WHILE_STARTING
+    # (a misspelt name would be skipped there without a word: each is a module that exists)
+    missing = [m for m in WHILE_STARTING if importlib.util.find_spec(m) is None]
+    assert not missing and WHILE_STARTING, missing
+
+
+def test_an_in_process_run_leaves_the_shared_session_as_it_was(run_cli, spark):
+    """What a run sets on the session (here by --conf, as a user would) is undone when the
+    in-process runner returns (tests/where.py): no later test sees it."""
+    before = dict(spark.conf.getAll)
+    r = run_cli(
+        "adjust", "--unit", "msec", "--range", "999", SAMPLES / "tuples.parquet",
+        "--conf", f"{SHUFFLE_PARTITIONS}=7", "--conf", "spark.sql.evtime.test.unset=1",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    after = dict(spark.conf.getAll)
+    changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    # (only what the JVM was started with may differ, as the builder records it: a run
+    # cannot change that for the running JVM either)
+    assert not [k for k in changed if k.startswith("spark.sql.")], changed
+    assert after[SHUFFLE_PARTITIONS] == before[SHUFFLE_PARTITIONS]

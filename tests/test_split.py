@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.csv as pcsv
 import pyarrow.json as pjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from evtime.io import formats, split
@@ -108,7 +108,7 @@ def test_csv_split_only_where_no_span_starts_inside_quotes(tmp_path, rows, step,
     try:
         whole = _whole(f)
     except pa.ArrowInvalid:
-        return  # (pyarrow cannot read it whole either: nothing to compare with)
+        assume(False)  # (pyarrow cannot read it whole either: nothing to compare with)
     spans = _spans(f, len(data), step)
     if spans is None:
         # refused only for a reason: a quoted newline, or a quote RFC 4180 does not place
@@ -116,7 +116,7 @@ def test_csv_split_only_where_no_span_starts_inside_quotes(tmp_path, rows, step,
         assert any("\n" in v and v.startswith('"') for v in text) or any(
             v in ('5" screen', 'a"b', '"open"tail') for v in text
         )
-        return
+        assume(False)  # (checked the reason: nothing to compare)
     assert _read_spans(f, spans) == whole
     for s in spans:  # line numbers as csv counts them
         with formats._open(f, s) as fh:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from evtime.units import UNITS, truncated_range
@@ -10,6 +10,7 @@ from evtime.units import UNITS, truncated_range
 TIMES = st.lists(st.integers(-(2**62), 2**62), min_size=1, max_size=30)
 
 
+@settings(max_examples=500, deadline=None)  # (pure Python: cheap)
 @given(TIMES, st.sampled_from([None, 0, *UNITS.values()]))
 def test_truncated_range_is_the_range_of_the_truncated_times(times, unit):
     """Truncation is monotone: the range of the truncated times comes from the range of the

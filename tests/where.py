@@ -32,7 +32,7 @@ def invoke(args: list[str], input: str | bytes | None) -> tuple[int, str, str, A
     from evtime.cli import main
 
     code, exc = 0, None
-    with CliRunner().isolation(input=input) as (out, err, _):
+    with _same_conf(), CliRunner().isolation(input=input) as (out, err, _):
         try:
             main([str(a) for a in args])
         except SystemExit as stop:
@@ -40,6 +40,32 @@ def invoke(args: list[str], input: str | bytes | None) -> tuple[int, str, str, A
         except Exception as e:  # pragma: no cover - surfaced to the test
             code, exc = 1, e
         return code, out.getvalue().decode(), err.getvalue().decode(), exc
+
+
+@contextlib.contextmanager
+def _same_conf():
+    """The settings of this process's session as they were before a run (a run changes them
+    as it would a user's own: ``--conf``, more shuffle partitions for a large input, ...),
+    so that no later test sees what an earlier run left."""
+    from pyspark.errors import AnalysisException
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    before = dict(spark.conf.getAll) if spark is not None else None
+    try:
+        yield
+    finally:
+        if before is not None:
+            after = dict(spark.conf.getAll)
+            changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+            for key in changed:
+                try:
+                    if key in before:
+                        spark.conf.set(key, before[key])
+                    else:
+                        spark.conf.unset(key)
+                except AnalysisException:  # (CANNOT_MODIFY_CONFIG: the JVM's own, kept)
+                    pass
 
 
 def _serve(conn, env: dict[str, str]) -> None:
