@@ -188,9 +188,6 @@ def cli_env():
     """The environment of subprocess runs.  The class archive of the test session's cache
     is written first, by a quiet run of its own: no test's run is the first run (which
     does more work and says so on stderr), whatever order the tests run in."""
-    import subprocess
-    import sys
-
     env = dict(os.environ)
     env.setdefault("EVTIME_CONF", "spark.sql.shuffle.partitions=2")
     cache = Path(env["EVTIME_CACHE_DIR"])
