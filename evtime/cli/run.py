@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 _progress = None  # the progress line of this run, if one is shown
 _in_driver = False  # this run reads and writes in its own process (driver_io)
+_empty: list[str] = []  # the inputs of this run that are empty (no rows, no columns)
 # a result of at most this many rows may be written from this process (publish_jobs)
 DRIVER_ROWS_MAX = 100_000
 
@@ -167,6 +168,8 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     if inp.inputs or before_spark is None:
         files = expand_inputs(list(inp.inputs), inp.input_format)
         lay = reader.layout(files, opts)  # fails fast on a missing time column, before Spark
+    global _empty
+    _empty = reader.empty_inputs(files)
     if before_spark is not None:
         lay = before_spark(files, lay)  # without inputs: the layout saved in the state
     for opt, col in [*(("--key", k) for k in inp.keys), ("--order-by", inp.order_by)]:
@@ -689,6 +692,14 @@ def count_good(df, inp: Inputs) -> int:
     return inp.counted[0] if inp.counted is not None else df.count()
 
 
+def empty_note() -> str:
+    """The summary's words on the empty inputs of this run ('' when none)."""
+    if not _empty:
+        return ""
+    names = ", ".join(_empty[:5]) + (", ..." if len(_empty) > 5 else "")
+    return f"; {len(_empty)} empty input{'s' if len(_empty) != 1 else ''} ({names})"
+
+
 def summary(
     command: str,
     ses: Session,
@@ -731,7 +742,8 @@ def summary(
                 f"held {held}"
             )
         click.echo(
-            f"evtime {command}: {counted}{detail} ({time.monotonic() - started:.1f}s)",
+            f"evtime {command}: {counted}{detail}{empty_note()} "
+            f"({time.monotonic() - started:.1f}s)",
             err=True,
         )
         sys.stderr.flush()

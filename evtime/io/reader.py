@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from evtime.errors import InputError, UsageError, in_task
 from evtime.io import formats
 from evtime.io.sources import InputFile
-from evtime.io.timeparse import format_ns, to_ns
+from evtime.io.timeparse import EPOCH_FORMATS, format_ns, to_ns
 
 T, FILE, ROW, SEQ, CHUNK = "_evt_t", "_evt_file", "_evt_row", "_evt_seq", "_evt_chunk"
 BAD = "_evt_bad"  # --bad-rows discard: why the row cannot be used (null: a good row)
@@ -124,6 +124,9 @@ def _unify(files: list[InputFile], time_col: str | None) -> pa.Schema:
 
 def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
     names = list(dict.fromkeys(n for f in files for n in formats.file_schema(f).names))
+    if not names:  # (empty files are sources without rows; one input must say the columns)
+        shown = ", ".join(f.shown for f in files[:3]) + (", ..." if len(files) > 3 else "")
+        raise InputError(f"no columns: every input is empty (no header or schema): {shown}")
     if opts.time:
         if opts.time not in names:
             raise UsageError(
@@ -145,6 +148,12 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
         i = schema.get_field_index(time_col)
         schema = schema.set(i, pa.field(time_col, pa.string()))
     return Layout(schema, time_col)
+
+
+def empty_inputs(files: list[InputFile]) -> list[str]:
+    """The inputs that are empty files (0 bytes, or blank lines only): sources without
+    rows, named in the summary."""
+    return [f.shown for f in files if formats.empty(f)]
 
 
 @dataclass(frozen=True)
@@ -183,7 +192,7 @@ def chunks(files: list[InputFile], spans: dict[int, list[formats.Span]] | None =
     for f in files:
         if spans and f.index in spans:
             out.extend(Chunk(f, None, 0, s) for s in spans[f.index])
-        elif f.fmt == "parquet":
+        elif f.fmt == "parquet" and not formats.empty(f):
             first = 0
             for i, n in enumerate(formats.parquet_row_groups(f)):
                 out.append(Chunk(f, [i], first))
@@ -239,7 +248,7 @@ class _Problems:
         bad = self.lines.scan().malformed
         if bad and not self.discard:
             line, _, what = bad[0]
-            raise in_task(InputError(f"{self.f.shown}: line {line}: malformed JSON line: {what}"))
+            raise in_task(InputError(f"{self.f.shown}: line {line}: {_malformed('JSON', what)}"))
         self.malformed = len(bad)
         return {line for line, _, _ in bad}
 
@@ -373,6 +382,12 @@ def _hidden(f: InputFile, rows: np.ndarray) -> list[pa.Array]:
     ]
 
 
+def _malformed(kind: str, what: str) -> str:
+    """Why a line is not a row, in words (a JSON Lines value of another type than the
+    column's first is said as it is: the line is JSON)."""
+    return what if what.startswith("column ") else f"malformed {kind} line: {what}"
+
+
 def _malformed_rows(lay: Layout, probs: _Problems, part: int | None) -> pa.RecordBatch:
     """--bad-rows discard: the malformed lines (CSV: the wrong number of fields; JSON Lines:
     not a JSON object), as rows with no values and a reason (in span ``part``: not rows of
@@ -380,7 +395,7 @@ def _malformed_rows(lay: Layout, probs: _Problems, part: int | None) -> pa.Recor
     bad = probs.lines.scan().malformed
     n, kind = len(bad), "CSV" if probs.f.fmt == "csv" else "JSON"
     reasons = [
-        f"bad input: malformed {kind} line: {what} (file {probs.f.shown} line {line})"
+        f"bad input: {_malformed(kind, what)} (file {probs.f.shown} line {line})"
         for line, _, what in bad
     ]
     rows = np.array([row for _, row, _ in bad], np.int64)
@@ -390,6 +405,20 @@ def _malformed_rows(lay: Layout, probs: _Problems, part: int | None) -> pa.Recor
         cols.append(pa.repeat(pa.scalar(-1 - part, pa.int32()), n))
     names = _names(lay, ReadOptions(bad_rows="discard"), part is not None)
     return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+EXACT_EPOCH = pa.decimal128(38, 18)  # JSON numbers read as written (up to 18 fraction digits)
+
+
+def _as_read(f: InputFile, lay: Layout, opts: ReadOptions) -> pa.Schema:
+    """The types file ``f`` is read in: the layout's, except a JSON Lines time column of
+    numbers with an epoch --time-format: read from the numbers' text as decimals (a float64
+    keeps about 16 digits: 1235909722.345678901 would be .345678848), carried as before."""
+    t = lay.schema.field(lay.time_col).type
+    if f.fmt == "jsonl" and opts.time_format in EPOCH_FORMATS and pa.types.is_floating(t):
+        i = lay.schema.get_field_index(lay.time_col)
+        return lay.schema.set(i, pa.field(lay.time_col, EXACT_EPOCH))
+    return lay.schema
 
 
 def _read_chunk(
@@ -403,7 +432,7 @@ def _read_chunk(
     try:
         for batch in formats.read_batches(
             c.file,
-            lay.schema,
+            _as_read(c.file, lay, opts),
             c.row_groups,
             probs.on_malformed if c.file.fmt == "csv" else None,
             probs.json_malformed if c.file.fmt == "jsonl" else None,
