@@ -190,10 +190,7 @@ def _json_types(schema: pa.Schema) -> pa.Schema:
     """JSON's own types: a string pyarrow took for a timestamp stays a string (JSON has no
     timestamps; the time column is parsed from its text by evtime)."""
     return pa.schema(
-        [
-            pa.field(f.name, pa.string()) if pa.types.is_timestamp(f.type) else f
-            for f in schema
-        ]
+        [pa.field(f.name, pa.string()) if pa.types.is_timestamp(f.type) else f for f in schema]
     )
 
 
