@@ -136,3 +136,76 @@ def test_summary_names_no_empty_input_when_there_is_none(run_cli, workdir):
     r = run_cli(*ADJ, "a.csv")
     assert r.exit_code == 0 and "empty" not in _summary(r), r.stderr
     assert list(csv.reader(io.StringIO(r.stdout)))[0] == ["time", "v", "evtime"]
+
+
+# ---------------------------------------------------------------- CSV text as written
+
+WRITTEN = {
+    "lead": ["0012", "7"],
+    "flag": ["01", "0"],
+    "yes": ["True", "false"],
+    "price": ["1.50", "2.25"],
+    "when": ["2009-03-01 10:00:00", "2009-03-02 11:00:00"],
+    "gone": ["NA", "3"],
+}
+
+
+def _written_csv(path) -> None:
+    names = ["time", *WRITTEN]
+    times = ["2009-03-01T10:00:00Z", "2009-03-01T10:00:01Z"]
+    lines = [",".join(names)]
+    lines += [",".join([t, *(WRITTEN[n][i] for n in WRITTEN)]) for i, t in enumerate(times)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+def test_csv_columns_pass_through_as_written(run_cli, workdir, fmt):
+    _written_csv(workdir / "w.csv")
+    r = run_cli(*ADJ, "w.csv", "--output-format", fmt)
+    assert r.exit_code == 0, r.stderr
+    rows = r.csv() if fmt == "csv" else r.jsonl()
+    for name, values in WRITTEN.items():
+        assert [row[name] for row in rows] == values, (name, rows)
+
+
+def test_merge_bound_marker_compares_the_text_as_written(run_cli, workdir):
+    (workdir / "a.csv").write_text(
+        "time,flag,v\n"
+        "2009-03-01T10:00:00Z,0,a1\n"
+        "2009-03-01T10:00:05Z,01,bound\n"
+        "2009-03-01T10:00:06Z,0,a2\n"
+    )
+    (workdir / "b.csv").write_text("time,flag,v\n2009-03-01T10:00:01Z,0,b1\n")
+    r = run_cli("merge", "--bound-marker", "flag=01", "a.csv", "b.csv")
+    assert r.exit_code == 0, r.stderr
+    assert "bound" not in [x["v"] for x in r.csv()], r.stdout
+    assert "bound rows 1" in r.stderr, r.stderr
+    assert [x["flag"] for x in r.csv()] == ["0", "0", "0"]
+
+
+def test_bound_marker_compares_the_text_and_aggregates_stay_numbers(run_cli, workdir):
+    (workdir / "m.csv").write_text(
+        "time,flag,temp\n"
+        "2009-03-01T10:00:00Z,0,1.50\n"
+        "2009-03-01T10:00:30Z,0,2.5\n"
+        "2009-03-01T10:01:10Z,01,0\n"
+        "2009-03-01T10:01:20Z,0,4\n"
+    )
+    r = run_cli(
+        "bound", "--window", "1m", "--bounds", "markers", "--bound-marker", "flag=01",
+        "--agg", "avg(temp) AS t", "--agg", "count(*) AS n", "--agg", "max(temp) AS hi",
+        "m.csv", "--output-format", "jsonl",
+    )  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    got = [(w["t"], w["n"], w["hi"], w["closed_by"]) for w in r.jsonl()]
+    # the marker row (arrival 3) closes the first window; the second is flushed at the end
+    assert got == [(2.0, 2, 2.5, "3"), (4.0, 1, 4.0, "end")], got
+
+
+def test_an_agg_over_a_text_value_names_file_line_and_column(run_cli, workdir):
+    (workdir / "s.csv").write_text(
+        "time,v,w\n2009-03-01T10:00:00Z,1,5\n\n2009-03-01T10:00:01Z,x,6\n2009-03-01T10:00:02Z,3,7\n"
+    )
+    r = run_cli("bound", "--window", "1m", "--agg", "sum(w)", "--agg", "sum(v) AS s", "s.csv")
+    line = _one_line(r, "s.csv: line 4", "column 'v'", "'x'")
+    assert "CAST_INVALID_INPUT" not in line

@@ -72,6 +72,10 @@ class Inputs:
     sources: tuple[int, ...] = ()
     # what start()'s ``meanwhile`` found while Spark started, else None (set by start())
     found_early: object = None
+    # CSV columns read in the types their text reads as: all (bound, whose --agg computes
+    # with them) but ``text`` (its --bound-marker column), or (None) only the keys and
+    # --order-by: every other column passes through as the text it was
+    text: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -163,7 +167,16 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     from evtime.io.sources import expand_inputs
     from evtime.session import SessionOptions, build_session
 
-    opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz, inp.bad_rows)
+    typed = tuple(c for c in (*inp.keys, inp.order_by) if c)
+    opts = reader.ReadOptions(
+        inp.time_col,
+        inp.time_format,
+        inp.tz,
+        inp.bad_rows,
+        typed,
+        inp.text is not None,
+        inp.text or (),
+    )
     files, lay = [], None
     if inp.inputs or before_spark is None:
         files = expand_inputs(list(inp.inputs), inp.input_format)

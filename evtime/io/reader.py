@@ -50,6 +50,9 @@ class Layout:
 
     schema: pa.Schema  # original types, the union over all files
     time_col: str
+    # CSV columns read as text: the types their text reads as (pyarrow's guess from the
+    # first block), for what computes with them (bound's --agg); None: as ``schema``
+    guessed: pa.Schema | None = field(default=None, compare=False)
 
     def spark_type(self, t: pa.DataType) -> pa.DataType:
         if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
@@ -80,6 +83,12 @@ class ReadOptions:
     time_format: str | None = None
     tz: str | None = None
     bad_rows: str = "fail"  # or "discard"
+    # CSV columns read in the type their text reads as (pyarrow's guess): ``typed`` (--key,
+    # --order-by), the others read as the text they are; with ``all_typed`` (bound: its
+    # --agg computes with them), all but those in ``text`` (its --bound-marker column)
+    typed: tuple[str, ...] = ()
+    all_typed: bool = False
+    text: tuple[str, ...] = ()
 
 
 def suggest(name: str, names: list[str]) -> str:
@@ -143,11 +152,20 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
             )
         time_col = found[0]
     schema = _unify(files, time_col)
+    guessed = None
     if any(f.fmt == "csv" for f in files):
         # CSV times are parsed from their text (a float64 guess would lose nanoseconds)
         i = schema.get_field_index(time_col)
         schema = schema.set(i, pa.field(time_col, pa.string()))
-    return Layout(schema, time_col)
+    if files and all(f.fmt == "csv" for f in files):
+        # CSV is text: a column passes through as it was written (01 stays 01, True stays
+        # True, 1.50 stays 1.50), except the keys and --order-by, read as their text reads
+        guessed = schema
+        typed = {*schema.names} - {*opts.text} if opts.all_typed else {*opts.typed}
+        schema = pa.schema(
+            [f if f.name in typed else pa.field(f.name, pa.string()) for f in schema]
+        )
+    return Layout(schema, time_col, guessed)
 
 
 def empty_inputs(files: list[InputFile]) -> list[str]:
@@ -477,6 +495,32 @@ def _read_chunk(
                 f"{formats._first_line(err)}"
             )
         ) from None
+
+
+def locate(df, files: list[InputFile], column: str, value: str) -> str | None:
+    """Where the first row (in arrival order) of ``df`` (:func:`read`'s) whose ``column``
+    holds the text ``value`` is: ``FILE: line L`` (Parquet: ``row R``), None if no row
+    does.  One small job, for an error message only (a value Spark could not compute with)."""
+    from pyspark.sql import functions as F
+
+    found = (
+        df.where(F.col(f"`{column}`") == F.lit(value))
+        .select(FILE, ROW)
+        .orderBy(SEQ)
+        .limit(1)
+        .collect()
+    )
+    if not found:
+        return None
+    f = next(x for x in files if x.index == found[0][FILE])
+    row = found[0][ROW]
+    line = None
+    if f.fmt in ("csv", "jsonl"):
+        try:
+            line = formats.Lines(f).line(row)
+        except (OSError, ValueError):
+            line = None
+    return f"{f.shown}: " + (f"line {line}" if line is not None else f"row {row + 1}")
 
 
 def spark_schema(
