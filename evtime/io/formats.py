@@ -223,8 +223,8 @@ def read_batches(
     about lines with the wrong number of fields; ``json_malformed`` (JSON Lines), called
     when pyarrow cannot parse the file, gives the lines to leave out (or raises).  With
     ``span``, the rows of its lines only (a CSV span after the first has no header)."""
-    if empty(f):
-        return  # no rows
+    if (f.fmt != "parquet" or row_groups is None) and empty(f):
+        return  # no rows (a Parquet file's row groups come from its footer: it has one)
     if f.fmt == "parquet":
         with _open(f) as fh:
             pf = pq.ParquetFile(fh)
