@@ -310,6 +310,8 @@ def bound(**kw) -> None:
     started = time.monotonic()
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     spec = spec_of(kw, inp.keys)
+    # (--agg computes with CSV columns: read as their text reads, but the marker column)
+    inp.text = (spec.marker[0],) if spec.marker else ()
     record = _state_record(kw, spec, inp)
     items = _items(kw)
     from evtime.errors import UsageError
@@ -325,9 +327,64 @@ def bound(**kw) -> None:
             if not ses.quiet:
                 click.echo(str(done), err=True)
             return
+    spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
+    try:
+        _bound(kw, spec, items, ses, inp, started, df, lay)
+    except Exception as err:  # a text value an --agg could not read as a number
+        said = _cast_problem(err, df, lay, files, items)
+        if said is None:
+            raise
+        raise said from None
+
+
+def _cast_problem(err: Exception, df, lay, files, items):  # -> InputError | None
+    """Spark's CAST_INVALID_INPUT (an --agg over a text column, one of whose values is
+    not a number) as one line naming the file, line and column of the first such value
+    (found by one small job), else the column and the value."""
+    import re
+
+    from evtime.errors import InputError
+    from evtime.io.reader import locate
+
+    m = re.search(
+        r"CAST_INVALID_INPUT\] The value '(.*)' of the type \"STRING\" cannot be cast to "
+        r"\"(\w+)\"",
+        str(err),
+    )
+    if m is None:
+        return None
+    value, target = m.group(1), m.group(2)
+    aggs = [a for a in items if isinstance(a, str)]
+    text = [
+        f.name
+        for f in lay.schema
+        if f.name != lay.time_col
+        and _is_text(f.type)
+        and any(
+            re.search(rf"(?<![\w`]){re.escape(f.name)}(?!\w)|`{re.escape(f.name)}`", a)
+            for a in aggs
+        )
+    ]
+    shown = value if len(value) <= 40 else value[:40] + "..."
+    what = f"{shown!r} is not a {target.lower()}, which --agg needs here"
+    for col in text:
+        where = locate(df, files, col, value)
+        if where is not None:
+            return InputError(f"{where}, column {col!r}: {what}")
+    cols = f"column {text[0]!r}: " if len(text) == 1 else ""
+    return InputError(f"--agg: {cols}{what}")
+
+
+def _is_text(t) -> bool:
+    import pyarrow as pa
+
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _bound(kw, spec, items, ses, inp, started, df, lay) -> None:
+    """bound without --state, once the input is read."""
     from evtime.engine import bound as engine
 
-    spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     sinks = _sinks(kw, spec, lay)
     if all(isinstance(a, str) for a in items):

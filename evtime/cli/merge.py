@@ -240,7 +240,7 @@ def _print_summary(command: str, spec, counts: dict[str, int], started: float) -
     head = part(None) + (f", bounds emitted {emitted}" if emitted else "")
     per = "".join(f"; {name}: {part(s)}" for s, name in enumerate(spec.names))
     click.echo(
-        f"evtime {command}: {head}{per} ({time.monotonic() - started:.1f}s)",
+        f"evtime {command}: {head}{per}{run.empty_note()} ({time.monotonic() - started:.1f}s)",
         err=True,
     )
     sys.stderr.flush()

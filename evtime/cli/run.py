@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
 _progress = None  # the progress line of this run, if one is shown
 _in_driver = False  # this run reads and writes in its own process (driver_io)
+_empty: list[str] = []  # the inputs of this run that are empty (no rows, no columns)
 # a result of at most this many rows may be written from this process (publish_jobs)
 DRIVER_ROWS_MAX = 100_000
 
@@ -71,6 +72,10 @@ class Inputs:
     sources: tuple[int, ...] = ()
     # what start()'s ``meanwhile`` found while Spark started, else None (set by start())
     found_early: object = None
+    # CSV columns read in the types their text reads as: all (bound, whose --agg computes
+    # with them) but ``text`` (its --bound-marker column), or (None) only the keys and
+    # --order-by: every other column passes through as the text it was
+    text: tuple[str, ...] | None = None
 
 
 @dataclass
@@ -184,11 +189,22 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     from evtime.io.sources import expand_inputs
     from evtime.session import SessionOptions, build_session
 
-    opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz, inp.bad_rows)
+    typed = tuple(c for c in (*inp.keys, inp.order_by) if c)
+    opts = reader.ReadOptions(
+        inp.time_col,
+        inp.time_format,
+        inp.tz,
+        inp.bad_rows,
+        typed,
+        inp.text is not None,
+        inp.text or (),
+    )
     files, lay = [], None
     if inp.inputs or before_spark is None:
         files = expand_inputs(list(inp.inputs), inp.input_format)
         lay = reader.layout(files, opts)  # fails fast on a missing time column, before Spark
+    global _empty
+    _empty = reader.empty_inputs(files)
     if before_spark is not None:
         lay = before_spark(files, lay)  # without inputs: the layout saved in the state
     for opt, col in [*(("--key", k) for k in inp.keys), ("--order-by", inp.order_by)]:
@@ -756,6 +772,14 @@ def count_good(df, inp: Inputs) -> int:
     return inp.counted[0] if inp.counted is not None else df.count()
 
 
+def empty_note() -> str:
+    """The summary's words on the empty inputs of this run ('' when none)."""
+    if not _empty:
+        return ""
+    names = ", ".join(_empty[:5]) + (", ..." if len(_empty) > 5 else "")
+    return f"; {len(_empty)} empty input{'s' if len(_empty) != 1 else ''} ({names})"
+
+
 def summary(
     command: str,
     ses: Session,
@@ -798,7 +822,8 @@ def summary(
                 f"held {held}"
             )
         click.echo(
-            f"evtime {command}: {counted}{detail} ({time.monotonic() - started:.1f}s)",
+            f"evtime {command}: {counted}{detail}{empty_note()} "
+            f"({time.monotonic() - started:.1f}s)",
             err=True,
         )
         sys.stderr.flush()

@@ -120,10 +120,20 @@ def _json_parse(schema: pa.Schema | None) -> pjson.ParseOptions:
     return pjson.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
 
 
+_EMPTY = ("Empty CSV file", "Empty JSON", "Parquet file size is 0 bytes")
+
+
+def empty(f: InputFile) -> bool:
+    """Whether ``f`` is an empty input (0 bytes, or only blank lines): a source with no rows
+    and no columns (:func:`file_schema` gives no columns)."""
+    return not file_schema(f).names
+
+
 @functools.lru_cache(maxsize=4096)
 def file_schema(f: InputFile) -> pa.Schema:
     """The columns and types of one file (CSV/JSON types guessed from the first block; a
-    column with no value there is of type null)."""
+    column with no value there is of type null).  An empty file (0 bytes; CSV and JSON
+    Lines: nothing but blank lines) has no columns."""
     try:
         if f.fmt == "parquet":
             with _open(f) as fh:
@@ -139,6 +149,8 @@ def file_schema(f: InputFile) -> pa.Schema:
     except FileNotFoundError:
         raise InputError(f"{f.shown}: no such file") from None
     except (pa.ArrowInvalid, OSError) as err:
+        if any(e in str(err) for e in _EMPTY):
+            return pa.schema([])
         raise InputError(f"{f.shown}: cannot read as {f.fmt}: {_first_line(err)}") from None
 
 
@@ -160,14 +172,26 @@ def _guess_schema(f: InputFile, block: int) -> pa.Schema:
                 ]
             )
         try:
-            return pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block)).schema
+            return _json_types(
+                pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block)).schema
+            )
         except pa.ArrowInvalid as err:
             # malformed lines are left out here; reading the rows reports them
             bad = _json_parse_error(err) and Lines(f).scan().malformed
             if not bad:
                 raise
     with _json_without(f, None, {line for line, _, _ in bad}) as fh:
-        return pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block)).schema
+        return _json_types(
+            pjson.open_json(fh, read_options=pjson.ReadOptions(block_size=block)).schema
+        )
+
+
+def _json_types(schema: pa.Schema) -> pa.Schema:
+    """JSON's own types: a string pyarrow took for a timestamp stays a string (JSON has no
+    timestamps; the time column is parsed from its text by evtime)."""
+    return pa.schema(
+        [pa.field(f.name, pa.string()) if pa.types.is_timestamp(f.type) else f for f in schema]
+    )
 
 
 def parquet_metadata(f: InputFile) -> pq.FileMetaData:
@@ -199,6 +223,8 @@ def read_batches(
     about lines with the wrong number of fields; ``json_malformed`` (JSON Lines), called
     when pyarrow cannot parse the file, gives the lines to leave out (or raises).  With
     ``span``, the rows of its lines only (a CSV span after the first has no header)."""
+    if (f.fmt != "parquet" or row_groups is None) and empty(f):
+        return  # no rows (a Parquet file's row groups come from its footer: it has one)
     if f.fmt == "parquet":
         with _open(f) as fh:
             pf = pq.ParquetFile(fh)
@@ -317,10 +343,11 @@ class Lines:
                     row_at(row, start)
                     row += 1
             else:
+                kinds: dict[str, tuple[str, int]] = {}  # column -> (JSON type, line)
                 for i, line in enumerate(text, first):
                     if not line.strip():
                         continue
-                    what = _not_json_object(line)
+                    what = _not_json_object(line, kinds, i)
                     if what:
                         self.malformed.append((i, row, what))
                         continue
@@ -340,15 +367,51 @@ class Lines:
         return row + self._offsets[i] if i >= 0 else None
 
 
-def _not_json_object(line: str) -> str | None:
-    """Why a JSON Lines line is not one row (None: it is)."""
+def _kind(value: object) -> str | None:
+    """The JSON type of a parsed value (None: null)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _not_json_object(
+    line: str, kinds: dict[str, tuple[str, int]] | None = None, at: int = 0
+) -> str | None:
+    """Why a JSON Lines line is not one row (None: it is).  With ``kinds`` (column -> the
+    JSON type of its first value and that value's line, filled in as lines are read), a
+    value of another JSON type than the column's first (a number, then a string) is why:
+    Arrow cannot read such a column."""
     import json
 
     try:
         value = json.loads(line.rstrip("\r\n"))
     except ValueError as err:
         return f"not JSON: {getattr(err, 'msg', err)} (column {getattr(err, 'colno', '?')})"
-    return None if isinstance(value, dict) else "not a JSON object"
+    if not isinstance(value, dict):
+        return "not a JSON object"
+    if kinds is None:
+        return None
+    new = {}
+    for name, v in value.items():
+        kind = _kind(v)
+        if kind is None:
+            continue
+        first = kinds.get(name)
+        if first is not None and first[0] != kind:
+            return (
+                f"column {name!r} is a {kind} here but a {first[0]} in line {first[1]}"
+                " (one type per column)"
+            )
+        if first is None:
+            new[name] = (kind, at)
+    kinds.update(new)
+    return None
 
 
 def _json_parse_error(err: BaseException) -> bool:

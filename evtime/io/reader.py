@@ -33,7 +33,7 @@ import pyarrow.compute as pc
 from evtime.errors import InputError, UsageError, in_task
 from evtime.io import formats
 from evtime.io.sources import InputFile
-from evtime.io.timeparse import format_ns, to_ns
+from evtime.io.timeparse import EPOCH_FORMATS, format_ns, to_ns
 
 T, FILE, ROW, SEQ, CHUNK = "_evt_t", "_evt_file", "_evt_row", "_evt_seq", "_evt_chunk"
 BAD = "_evt_bad"  # --bad-rows discard: why the row cannot be used (null: a good row)
@@ -56,6 +56,9 @@ class Layout:
     raw: pa.Schema | None = None
     text: bool = False
     csv: bool = False
+    # CSV columns read as text: the types their text reads as (pyarrow's guess from the
+    # first block), for what computes with them (bound's --agg); None: as ``schema``
+    guessed: pa.Schema | None = field(default=None, compare=False)
 
     def spark_type(self, t: pa.DataType) -> pa.DataType:
         if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
@@ -86,6 +89,12 @@ class ReadOptions:
     time_format: str | None = None
     tz: str | None = None
     bad_rows: str = "fail"  # or "discard"
+    # CSV columns read in the type their text reads as (pyarrow's guess): ``typed`` (--key,
+    # --order-by), the others read as the text they are; with ``all_typed`` (bound: its
+    # --agg computes with them), all but those in ``text`` (its --bound-marker column)
+    typed: tuple[str, ...] = ()
+    all_typed: bool = False
+    text: tuple[str, ...] = ()
 
 
 def suggest(name: str, names: list[str]) -> str:
@@ -144,6 +153,9 @@ def _defaults(raw: pa.Schema, time_col: str, text: bool, csv: bool) -> pa.Schema
 
 def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
     names = list(dict.fromkeys(n for f in files for n in formats.file_schema(f).names))
+    if not names:  # (empty files are sources without rows; one input must say the columns)
+        shown = ", ".join(f.shown for f in files[:3]) + (", ..." if len(files) > 3 else "")
+        raise InputError(f"no columns: every input is empty (no header or schema): {shown}")
     if opts.time:
         if opts.time not in names:
             raise UsageError(
@@ -162,7 +174,17 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
     raw = _union([(formats.file_schema(f), f.shown) for f in files], time_col)
     text = any(f.fmt != "parquet" for f in files)
     csv = any(f.fmt == "csv" for f in files)
-    return Layout(_defaults(raw, time_col, text, csv), time_col, raw, text, csv)
+    schema = _defaults(raw, time_col, text, csv)
+    guessed = None
+    if files and all(f.fmt == "csv" for f in files):
+        # CSV is text: a column passes through as it was written (01 stays 01, True stays
+        # True, 1.50 stays 1.50), except the keys and --order-by, read as their text reads
+        guessed = schema
+        typed = {*schema.names} - {*opts.text} if opts.all_typed else {*opts.typed}
+        schema = pa.schema(
+            [f if f.name in typed else pa.field(f.name, pa.string()) for f in schema]
+        )
+    return Layout(schema, time_col, raw, text, csv, guessed)
 
 
 def continued(earlier: Layout, now: Layout, files: list[InputFile], where: str) -> Layout:
@@ -171,12 +193,27 @@ def continued(earlier: Layout, now: Layout, files: list[InputFile], where: str) 
     the earlier runs' union taking the place of their files (:func:`wider`: a column
     without a value in the earlier runs or in this one takes the other's type, int64 with
     double is double; a conflict names the file, the earlier runs as ``where``).  Columns
-    in the earlier runs' order, then this run's new ones."""
+    in the earlier runs' order, then this run's new ones.  When this run reads CSV as
+    text (``now.guessed``) after CSV runs, the columns it reads as text stay text."""
     assert earlier.raw is not None
     schemas = [(earlier.raw, where), *((formats.file_schema(f), f.shown) for f in files)]
     raw = _union(schemas, now.time_col)
     text, csv = earlier.text or now.text, earlier.csv or now.csv
-    return Layout(_defaults(raw, now.time_col, text, csv), now.time_col, raw, text, csv)
+    schema = _defaults(raw, now.time_col, text, csv)
+    guessed = None
+    if now.guessed is not None and earlier.csv:
+        guessed = schema
+        as_text = {f.name for f in now.schema if pa.types.is_string(f.type)}
+        schema = pa.schema(
+            [pa.field(f.name, pa.string()) if f.name in as_text else f for f in schema]
+        )
+    return Layout(schema, now.time_col, raw, text, csv, guessed)
+
+
+def empty_inputs(files: list[InputFile]) -> list[str]:
+    """The inputs that are empty files (0 bytes, or blank lines only): sources without
+    rows, named in the summary."""
+    return [f.shown for f in files if formats.empty(f)]
 
 
 @dataclass(frozen=True)
@@ -215,7 +252,7 @@ def chunks(files: list[InputFile], spans: dict[int, list[formats.Span]] | None =
     for f in files:
         if spans and f.index in spans:
             out.extend(Chunk(f, None, 0, s) for s in spans[f.index])
-        elif f.fmt == "parquet":
+        elif f.fmt == "parquet" and not formats.empty(f):
             first = 0
             for i, n in enumerate(formats.parquet_row_groups(f)):
                 out.append(Chunk(f, [i], first))
@@ -271,7 +308,7 @@ class _Problems:
         bad = self.lines.scan().malformed
         if bad and not self.discard:
             line, _, what = bad[0]
-            raise in_task(InputError(f"{self.f.shown}: line {line}: malformed JSON line: {what}"))
+            raise in_task(InputError(f"{self.f.shown}: line {line}: {_malformed('JSON', what)}"))
         self.malformed = len(bad)
         return {line for line, _, _ in bad}
 
@@ -456,6 +493,12 @@ def _hidden(f: InputFile, rows: np.ndarray) -> list[pa.Array]:
     ]
 
 
+def _malformed(kind: str, what: str) -> str:
+    """Why a line is not a row, in words (a JSON Lines value of another type than the
+    column's first is said as it is: the line is JSON)."""
+    return what if what.startswith("column ") else f"malformed {kind} line: {what}"
+
+
 def _malformed_rows(lay: Layout, probs: _Problems, part: int | None) -> pa.RecordBatch:
     """--bad-rows discard: the malformed lines (CSV: the wrong number of fields; JSON Lines:
     not a JSON object), as rows with no values and a reason (in span ``part``: not rows of
@@ -463,7 +506,7 @@ def _malformed_rows(lay: Layout, probs: _Problems, part: int | None) -> pa.Recor
     bad = probs.lines.scan().malformed
     n, kind = len(bad), "CSV" if probs.f.fmt == "csv" else "JSON"
     reasons = [
-        f"bad input: malformed {kind} line: {what} (file {probs.f.shown} line {line})"
+        f"bad input: {_malformed(kind, what)} (file {probs.f.shown} line {line})"
         for line, _, what in bad
     ]
     rows = np.array([row for _, row, _ in bad], np.int64)
@@ -473,6 +516,20 @@ def _malformed_rows(lay: Layout, probs: _Problems, part: int | None) -> pa.Recor
         cols.append(pa.repeat(pa.scalar(-1 - part, pa.int32()), n))
     names = _names(lay, ReadOptions(bad_rows="discard"), part is not None)
     return pa.RecordBatch.from_arrays(cols, names=names)
+
+
+EXACT_EPOCH = pa.decimal128(38, 18)  # JSON numbers read as written (up to 18 fraction digits)
+
+
+def _as_read(f: InputFile, lay: Layout, opts: ReadOptions) -> pa.Schema:
+    """The types file ``f`` is read in: the layout's, except a JSON Lines time column of
+    numbers with an epoch --time-format: read from the numbers' text as decimals (a float64
+    keeps about 16 digits: 1235909722.345678901 would be .345678848), carried as before."""
+    t = lay.schema.field(lay.time_col).type
+    if f.fmt == "jsonl" and opts.time_format in EPOCH_FORMATS and pa.types.is_floating(t):
+        i = lay.schema.get_field_index(lay.time_col)
+        return lay.schema.set(i, pa.field(lay.time_col, EXACT_EPOCH))
+    return lay.schema
 
 
 def _read_chunk(
@@ -486,7 +543,7 @@ def _read_chunk(
     try:
         for batch in formats.read_batches(
             c.file,
-            lay.schema,
+            _as_read(c.file, lay, opts),
             c.row_groups,
             probs.on_malformed if c.file.fmt == "csv" else None,
             probs.json_malformed if c.file.fmt == "jsonl" else None,
@@ -531,6 +588,32 @@ def _read_chunk(
                 f"{formats._first_line(err)}"
             )
         ) from None
+
+
+def locate(df, files: list[InputFile], column: str, value: str) -> str | None:
+    """Where the first row (in arrival order) of ``df`` (:func:`read`'s) whose ``column``
+    holds the text ``value`` is: ``FILE: line L`` (Parquet: ``row R``), None if no row
+    does.  One small job, for an error message only (a value Spark could not compute with)."""
+    from pyspark.sql import functions as F
+
+    found = (
+        df.where(F.col(f"`{column}`") == F.lit(value))
+        .select(FILE, ROW)
+        .orderBy(SEQ)
+        .limit(1)
+        .collect()
+    )
+    if not found:
+        return None
+    f = next(x for x in files if x.index == found[0][FILE])
+    row = found[0][ROW]
+    line = None
+    if f.fmt in ("csv", "jsonl"):
+        try:
+            line = formats.Lines(f).line(row)
+        except (OSError, ValueError):
+            line = None
+    return f"{f.shown}: " + (f"line {line}" if line is not None else f"row {row + 1}")
 
 
 def spark_schema(
