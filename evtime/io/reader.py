@@ -59,6 +59,7 @@ class Layout:
     # CSV columns read as text: the types their text reads as (pyarrow's guess from the
     # first block), for what computes with them (bound's --agg); None: as ``schema``
     guessed: pa.Schema | None = field(default=None, compare=False)
+    as_text: frozenset[str] = field(default=frozenset(), compare=False)  # (those columns)
 
     def spark_type(self, t: pa.DataType) -> pa.DataType:
         if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
@@ -184,6 +185,8 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
         schema = pa.schema(
             [f if f.name in typed else pa.field(f.name, pa.string()) for f in schema]
         )
+        as_text = frozenset(schema.names) - typed
+        return Layout(schema, time_col, raw, text, csv, guessed, as_text)
     return Layout(schema, time_col, raw, text, csv, guessed)
 
 
@@ -203,11 +206,10 @@ def continued(earlier: Layout, now: Layout, files: list[InputFile], where: str) 
     guessed = None
     if now.guessed is not None and earlier.csv:
         guessed = schema
-        as_text = {f.name for f in now.schema if pa.types.is_string(f.type)}
         schema = pa.schema(
-            [pa.field(f.name, pa.string()) if f.name in as_text else f for f in schema]
+            [pa.field(f.name, pa.string()) if f.name in now.as_text else f for f in schema]
         )
-    return Layout(schema, now.time_col, raw, text, csv, guessed)
+    return Layout(schema, now.time_col, raw, text, csv, guessed, now.as_text)
 
 
 def empty_inputs(files: list[InputFile]) -> list[str]:
