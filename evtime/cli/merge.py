@@ -113,6 +113,8 @@ def _setup(kw: dict, command: str, check=None, classify: bool = True, stream=Non
         raise UsageError("--unit and --range go together")
     names, paths = _sources(inp.inputs)
     inp.inputs = tuple(paths)
+    if kw["arrival"]:
+        inp.text_times = (kw["arrival"],)
     from evtime.engine import merge as engine
 
     spec = engine.MergeSpec(
@@ -472,12 +474,20 @@ def explain_merge(**kw) -> None:
 
     df = engine.explain(df, spec, inp.as_read).withColumn(ROUTE, _route_column())
     own = present.own_columns(lay.schema.names, lay.time_col)
+    run.note_renamed("explain merge", own)
     hidden = [(ROUTE, ROUTE), (SEQ, SEQ), ("_x_source_bound", "_evt_source_bound")]
     frame = present.explain_frame(df, (), [*own, *hidden])
     cols = [c for c in frame.columns if c not in {h for _, h in hidden}]
     fmt = explain_format(fmt_opt, output)
     sink = Sink(
-        "explain", tuple(_routes(spec)), output, fmt, cols, list(present.NS_COLUMNS), overwrite
+        "explain",
+        tuple(_routes(spec)),
+        output,
+        fmt,
+        cols,
+        list(present.NS_COLUMNS),
+        overwrite,
+        own=present.own_map(own),
     )
     frame = rejected_frame(
         sort_in_parts(frame, "arrival", SEQ), inp, own, engine._source_name(spec), _rejected_route()

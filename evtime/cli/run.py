@@ -71,6 +71,8 @@ class Inputs:
     sources: tuple[int, ...] = ()
     # what start()'s ``meanwhile`` found while Spark started, else None (set by start())
     found_early: object = None
+    # other columns read as time (merge --arrival): CSV keeps their text, as the time's
+    text_times: tuple[str, ...] = ()
 
 
 @dataclass
@@ -174,7 +176,9 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     from evtime.io.sources import expand_inputs
     from evtime.session import SessionOptions, build_session
 
-    opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz, inp.bad_rows)
+    opts = reader.ReadOptions(
+        inp.time_col, inp.time_format, inp.tz, inp.bad_rows, inp.text_times
+    )
     files, lay = [], None
     if inp.inputs or before_spark is None:
         files = expand_inputs(list(inp.inputs), inp.input_format)
@@ -752,3 +756,12 @@ def summary(
         raise TooManyDiscards(
             f"{discarded} rows discarded, more than --max-discards {max_discards}"
         )
+
+
+def note_renamed(command: str, own: list[tuple[str, str]]) -> None:
+    """Say once on stderr which of the row's columns could not take the plain ``row_`` name
+    (a warning, even with -q: the output's columns are not the ones the user expects)."""
+    from evtime.engine.present import crowded
+
+    for words in crowded(own):
+        print(f"evtime {command}: {words}", file=sys.stderr)

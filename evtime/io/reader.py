@@ -80,6 +80,7 @@ class ReadOptions:
     time_format: str | None = None
     tz: str | None = None
     bad_rows: str = "fail"  # or "discard"
+    text_times: tuple[str, ...] = ()  # other columns read as time (merge --arrival)
 
 
 def suggest(name: str, names: list[str]) -> str:
@@ -141,9 +142,12 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
         time_col = found[0]
     schema = _unify(files, time_col)
     if any(f.fmt == "csv" for f in files):
-        # CSV times are parsed from their text (a float64 guess would lose nanoseconds)
-        i = schema.get_field_index(time_col)
-        schema = schema.set(i, pa.field(time_col, pa.string()))
+        # CSV times are parsed from their text (a float64 guess would lose nanoseconds), and
+        # written back as they were
+        for name in dict.fromkeys((time_col, *opts.text_times)):
+            i = schema.get_field_index(name)
+            if i >= 0:
+                schema = schema.set(i, pa.field(name, pa.string()))
     return Layout(schema, time_col)
 
 
