@@ -301,6 +301,8 @@ def merge(**kw) -> None:
         kw.pop("overwrite"),
         kw.pop("discards"),
     )
+    run.added_name("--as", as_)
+    run.added_name("--source-as", source_as)
     if as_ == source_as:
         raise UsageError("--as and --source-as name the same column")
 
@@ -312,9 +314,6 @@ def merge(**kw) -> None:
                     f"the input already has a column {name!r}: name the added column "
                     f"otherwise with {opt} NAME"
                 )
-        extra = [c for c in ("arrival", "reason", "bound") if c in own]
-        if discards and extra:
-            raise UsageError(f"--discards adds columns {', '.join(extra)} that the input has")
 
     max_discards = kw.pop("max_discards")
     state, flush = kw.pop("state"), kw.pop("flush")
@@ -350,6 +349,9 @@ def merge(**kw) -> None:
 
     ses, inp, spec, df, lay = _setup(kw, "merge", check, classify=False, meanwhile=early)
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
+    copies: dict[str, str] = {}
+    if discards:  # (the row's own arrival, reason, bound: kept before the operator adds its)
+        df, copies = run.keep_own(df, lay.schema.names)
     from pyspark.sql import functions as F
 
     from evtime.engine import merge as engine
@@ -385,15 +387,17 @@ def merge(**kw) -> None:
             [*own, source_as, as_],
             [as_],
             overwrite,
-            derived=derived,
+            derived={**derived, **{c: Derived(k) for c, k in copies.items()}},
         )
     ]
     if discards:
         if step is None:  # (else the step gives them)
             df = engine.with_discard_columns(df, spec, inp.as_read)
         discard_routes = tuple(r for r in routes if r.startswith("discard:"))
-        late = run.discards_sink(discards, overwrite, own, (source_as, as_), (as_,), discard_routes)
-        late.derived = derived
+        late = run.discards_sink(
+            discards, overwrite, own, (source_as, as_), (as_,), discard_routes, copies, "merge"
+        )
+        late.derived.update(derived)
         sinks.append(late)
     rows = df.withColumns(
         {

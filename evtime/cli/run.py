@@ -176,9 +176,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     from evtime.io.sources import expand_inputs
     from evtime.session import SessionOptions, build_session
 
-    opts = reader.ReadOptions(
-        inp.time_col, inp.time_format, inp.tz, inp.bad_rows, inp.text_times
-    )
+    opts = reader.ReadOptions(inp.time_col, inp.time_format, inp.tz, inp.bad_rows, inp.text_times)
     files, lay = [], None
     if inp.inputs or before_spark is None:
         files = expand_inputs(list(inp.inputs), inp.input_format)
@@ -409,6 +407,28 @@ def _env_limit(name: str, default: int, unit: str) -> int:
         raise UsageError(f"{name} takes a number of {unit}") from None
 
 
+def added_name(opt: str, name: str) -> None:
+    """Refuse an empty name for a column evtime adds (``--as ''``)."""
+    if not name.strip():
+        raise UsageError(f"{opt} needs a column name, not {name!r}")
+
+
+# the columns --discards adds after the row's own
+DISCARD_COLUMNS = ("arrival", "reason", "bound")
+
+
+def keep_own(df, own: list[str]):
+    """``df`` with a copy of each of the row's own columns that ``--discards`` adds a
+    column of the same name for (made before the operator adds its own), and {column:
+    copy} (see :func:`discards_sink`)."""
+    copies = {c: f"_evt_own_{c}" for c in DISCARD_COLUMNS if c in own}
+    if copies:
+        from pyspark.sql import functions as F
+
+        df = df.withColumns({k: F.col(c) for c, k in copies.items()})
+    return df, copies
+
+
 def discards_sink(
     path: str,
     overwrite: bool,
@@ -416,23 +436,38 @@ def discards_sink(
     extra: tuple[str, ...] = (),
     ns: tuple[str, ...] = (),
     routes: tuple[str, ...] = ("discard",),
+    copies: dict[str, str] | None = None,
+    command: str = "",
 ):
     """The ``--discards`` sink: the row's own columns (plus ``extra``), then its arrival
-    number, the reason and the bound it missed."""
-    from evtime.io.writer import Sink, output_format
+    number, the reason and the bound it missed.  A row's own column named like one of these
+    is written as ``row_<name>`` (as explain does), from its copy in ``copies`` (see
+    :func:`keep_own`)."""
+    from evtime.engine.present import renamed
+    from evtime.io.writer import Derived, Sink, output_format
 
-    added = ("arrival", "reason", "bound")
-    clash = [c for c in added if c in own]
-    if clash:
+    copies = copies or {}
+    for name in extra:
+        if name in DISCARD_COLUMNS:
+            raise UsageError(
+                f"--discards adds a column {name!r} after the row's own: name the added "
+                f"column {name!r} otherwise (--as / --source-as NAME)"
+            )
+    clash = [c for c in DISCARD_COLUMNS if c in own and c not in copies]
+    if clash:  # (no copy: the operator's own column replaced the row's)
         raise UsageError(f"--discards adds columns {', '.join(clash)} that the input has")
+    shown = renamed(list(own), {*DISCARD_COLUMNS, *extra})
+    note_renamed(f"{command} --discards".strip(), shown)
     return Sink(
         "discards",
         routes,
         path,
         output_format(path, None),
-        [*own, *extra, *added],
+        [*(s for _, s in shown), *extra, *DISCARD_COLUMNS],
         [*ns, "bound"],
         overwrite,
+        derived={s: Derived(copies[c]) for c, s in shown if c != s},
+        own={s: c for c, s in shown},
     )
 
 
