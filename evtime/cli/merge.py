@@ -489,7 +489,7 @@ def explain_merge(**kw) -> None:
         output,
         fmt,
         cols,
-        list(present.NS_COLUMNS),
+        [c for c in present.NS_COLUMNS if c != "ref"],  # (a row's own ref is its own)
         overwrite,
         own=present.own_map(own),
     )
