@@ -9,7 +9,7 @@ import io
 import tempfile
 from pathlib import Path
 
-from hypothesis import Phase, given
+from hypothesis import Phase, example, given
 from hypothesis import strategies as st
 
 from tests.examples import spark_settings
@@ -82,6 +82,7 @@ def check_own(rows: list[dict], names: list[str], taken: set[str], ids: list[int
     names=st.lists(st.sampled_from(OUTPUT_NAMES), min_size=1, max_size=4, unique=True),
     command=st.sampled_from(["explain adjust", "explain merge", "explain bound", "adjust"]),
 )
+@example(names=["time", "output_pos", "ref"], command="explain merge")
 def test_own_columns_named_like_outputs(run_cli, names, command):
     """A random few of the output names as the input's own columns: explain's own columns
     are its (the arrival number, the time as ISO text), the row's keep their text."""
