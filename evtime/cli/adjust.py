@@ -67,6 +67,7 @@ def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
     from evtime.units import truncated_range
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
+    run.added_name("--as", kw["as_"])
     if kw["emit_bounds"] and "=" not in (kw["bound_marker"] or ""):
         raise UsageError("--emit-bounds needs --bound-marker COL=VALUE (how bound rows look)")
     run.check_state_outputs(kw)
@@ -211,8 +212,11 @@ def _sinks(df, spec, own: list[str], kw: dict, as_read=None):
     )
     if not kw["discards"]:
         return df, [out]
+    df, copies = run.keep_own(df, own)
+    out.derived.update({c: Derived(k) for c, k in copies.items()})
     df = engine.with_discard_columns(df, spec, as_read)
-    return df, [out, run.discards_sink(kw["discards"], kw["overwrite"], own)]
+    late = run.discards_sink(kw["discards"], kw["overwrite"], own, copies=copies, command="adjust")
+    return df, [out, late]
 
 
 def _with_bounds(df, spec, lay, kw, inp, columns):

@@ -587,6 +587,7 @@ def explain_bound(**kw) -> None:
         w = w.localCheckpoint()  # read by explain and by the picture
     df = engine.explain(cl, w, spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col)
+    run.note_renamed("explain bound", own)
     frame = present.explain_frame(df, (), own)
     cols = frame.columns
     frame = frame.withColumn(
@@ -605,6 +606,7 @@ def explain_bound(**kw) -> None:
         cols,
         ["time", "evtime", "bound"],
         kw["overwrite"],
+        own=present.own_map(own),
     )
     counts = run.write_and_publish(frame, [sink], lay)
     if plot_path:

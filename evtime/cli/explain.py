@@ -147,6 +147,7 @@ def explain_adjust(**kw) -> None:
     df = df.drop(*({lay.time_col, ROW} - {T}))
     limits = truncated_range(inp.time_range, spec.unit_ns)  # (known: no job to find them)
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
+    run.note_renamed("explain adjust", own)
     sources = [f.shown for f in files]
     with contextlib.ExitStack() as shared:
         frame, step = _adjust_frame(df, spec, inp, own, sources, read, limits, shared)
@@ -161,6 +162,7 @@ def explain_adjust(**kw) -> None:
             list(present.NS_COLUMNS),
             kw["overwrite"],
             text_of={"evtime": ("time", spec.unit_ns)},  # (the time truncated to the unit)
+            own=present.own_map(own),
         )
         counts = run.write_and_publish(frame, [sink], lay, step, shown.schema)
         if kw["plot"]:

@@ -113,6 +113,8 @@ def _setup(kw: dict, command: str, check=None, classify: bool = True, stream=Non
         raise UsageError("--unit and --range go together")
     names, paths = _sources(inp.inputs)
     inp.inputs = tuple(paths)
+    if kw["arrival"]:
+        inp.text_times = (kw["arrival"],)
     from evtime.engine import merge as engine
 
     spec = engine.MergeSpec(
@@ -299,6 +301,8 @@ def merge(**kw) -> None:
         kw.pop("overwrite"),
         kw.pop("discards"),
     )
+    run.added_name("--as", as_)
+    run.added_name("--source-as", source_as)
     if as_ == source_as:
         raise UsageError("--as and --source-as name the same column")
 
@@ -310,9 +314,6 @@ def merge(**kw) -> None:
                     f"the input already has a column {name!r}: name the added column "
                     f"otherwise with {opt} NAME"
                 )
-        extra = [c for c in ("arrival", "reason", "bound") if c in own]
-        if discards and extra:
-            raise UsageError(f"--discards adds columns {', '.join(extra)} that the input has")
 
     max_discards = kw.pop("max_discards")
     state, flush = kw.pop("state"), kw.pop("flush")
@@ -348,6 +349,9 @@ def merge(**kw) -> None:
 
     ses, inp, spec, df, lay = _setup(kw, "merge", check, classify=False, meanwhile=early)
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
+    copies: dict[str, str] = {}
+    if discards:  # (the row's own arrival, reason, bound: kept before the operator adds its)
+        df, copies = run.keep_own(df, lay.schema.names)
     from pyspark.sql import functions as F
 
     from evtime.engine import merge as engine
@@ -383,15 +387,17 @@ def merge(**kw) -> None:
             [*own, source_as, as_],
             [as_],
             overwrite,
-            derived=derived,
+            derived={**derived, **{c: Derived(k) for c, k in copies.items()}},
         )
     ]
     if discards:
         if step is None:  # (else the step gives them)
             df = engine.with_discard_columns(df, spec, inp.as_read)
         discard_routes = tuple(r for r in routes if r.startswith("discard:"))
-        late = run.discards_sink(discards, overwrite, own, (source_as, as_), (as_,), discard_routes)
-        late.derived = derived
+        late = run.discards_sink(
+            discards, overwrite, own, (source_as, as_), (as_,), discard_routes, copies, "merge"
+        )
+        late.derived.update(derived)
         sinks.append(late)
     rows = df.withColumns(
         {
@@ -472,12 +478,20 @@ def explain_merge(**kw) -> None:
 
     df = engine.explain(df, spec, inp.as_read).withColumn(ROUTE, _route_column())
     own = present.own_columns(lay.schema.names, lay.time_col)
+    run.note_renamed("explain merge", own)
     hidden = [(ROUTE, ROUTE), (SEQ, SEQ), ("_x_source_bound", "_evt_source_bound")]
     frame = present.explain_frame(df, (), [*own, *hidden])
     cols = [c for c in frame.columns if c not in {h for _, h in hidden}]
     fmt = explain_format(fmt_opt, output)
     sink = Sink(
-        "explain", tuple(_routes(spec)), output, fmt, cols, list(present.NS_COLUMNS), overwrite
+        "explain",
+        tuple(_routes(spec)),
+        output,
+        fmt,
+        cols,
+        [c for c in present.NS_COLUMNS if c != "ref"],  # (a row's own ref is its own)
+        overwrite,
+        own=present.own_map(own),
     )
     frame = rejected_frame(
         sort_in_parts(frame, "arrival", SEQ), inp, own, engine._source_name(spec), _rejected_route()

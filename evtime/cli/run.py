@@ -76,6 +76,8 @@ class Inputs:
     # with them) but ``text`` (its --bound-marker column), or (None) only the keys and
     # --order-by: every other column passes through as the text it was
     text: tuple[str, ...] | None = None
+    # other columns read as time (merge --arrival): CSV keeps their text, as the time's
+    text_times: tuple[str, ...] = ()
 
 
 @dataclass
@@ -198,6 +200,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
         typed,
         inp.text is not None,
         inp.text or (),
+        inp.text_times,
     )
     files, lay = [], None
     if inp.inputs or before_spark is None:
@@ -431,6 +434,28 @@ def _env_limit(name: str, default: int, unit: str) -> int:
         raise UsageError(f"{name} takes a number of {unit}") from None
 
 
+def added_name(opt: str, name: str) -> None:
+    """Refuse an empty name for a column evtime adds (``--as ''``)."""
+    if not name.strip():
+        raise UsageError(f"{opt} needs a column name, not {name!r}")
+
+
+# the columns --discards adds after the row's own
+DISCARD_COLUMNS = ("arrival", "reason", "bound")
+
+
+def keep_own(df, own: list[str]):
+    """``df`` with a copy of each of the row's own columns that ``--discards`` adds a
+    column of the same name for (made before the operator adds its own), and {column:
+    copy} (see :func:`discards_sink`)."""
+    copies = {c: f"_evt_own_{c}" for c in DISCARD_COLUMNS if c in own}
+    if copies:
+        from pyspark.sql import functions as F
+
+        df = df.withColumns({k: F.col(c) for c, k in copies.items()})
+    return df, copies
+
+
 def discards_sink(
     path: str,
     overwrite: bool,
@@ -438,23 +463,38 @@ def discards_sink(
     extra: tuple[str, ...] = (),
     ns: tuple[str, ...] = (),
     routes: tuple[str, ...] = ("discard",),
+    copies: dict[str, str] | None = None,
+    command: str = "",
 ):
     """The ``--discards`` sink: the row's own columns (plus ``extra``), then its arrival
-    number, the reason and the bound it missed."""
-    from evtime.io.writer import Sink, output_format
+    number, the reason and the bound it missed.  A row's own column named like one of these
+    is written as ``row_<name>`` (as explain does), from its copy in ``copies`` (see
+    :func:`keep_own`)."""
+    from evtime.engine.present import renamed
+    from evtime.io.writer import Derived, Sink, output_format
 
-    added = ("arrival", "reason", "bound")
-    clash = [c for c in added if c in own]
-    if clash:
+    copies = copies or {}
+    for name in extra:
+        if name in DISCARD_COLUMNS:
+            raise UsageError(
+                f"--discards adds a column {name!r} after the row's own: name the added "
+                f"column {name!r} otherwise (--as / --source-as NAME)"
+            )
+    clash = [c for c in DISCARD_COLUMNS if c in own and c not in copies]
+    if clash:  # (no copy: the operator's own column replaced the row's)
         raise UsageError(f"--discards adds columns {', '.join(clash)} that the input has")
+    shown = renamed(list(own), {*DISCARD_COLUMNS, *extra})
+    note_renamed(f"{command} --discards".strip(), shown)
     return Sink(
         "discards",
         routes,
         path,
         output_format(path, None),
-        [*own, *extra, *added],
+        [*(s for _, s in shown), *extra, *DISCARD_COLUMNS],
         [*ns, "bound"],
         overwrite,
+        derived={s: Derived(copies[c]) for c, s in shown if c != s},
+        own={s: c for c, s in shown},
     )
 
 
@@ -831,3 +871,12 @@ def summary(
         raise TooManyDiscards(
             f"{discarded} rows discarded, more than --max-discards {max_discards}"
         )
+
+
+def note_renamed(command: str, own: list[tuple[str, str]]) -> None:
+    """Say once on stderr which of the row's columns could not take the plain ``row_`` name
+    (a warning, even with -q: the output's columns are not the ones the user expects)."""
+    from evtime.engine.present import crowded
+
+    for words in crowded(own):
+        print(f"evtime {command}: {words}", file=sys.stderr)

@@ -240,6 +240,9 @@ def order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataFrame:
     return sort_in_parts(df, EVT, SEQ, limits=limits)
 
 
+_ARR, _POS = "_evt_x_arrival", "_evt_x_output_pos"  # (not the row's own arrival, output_pos)
+
+
 def explain(
     df: DataFrame,
     spec: AdjustSpec,
@@ -249,22 +252,22 @@ def explain(
     """Every arrival with its decision (SPEC §5), in arrival order; needs :func:`classify`.
     ``limits``: bounds of the evtimes, when known (:func:`~evtime.units.truncated_range`)."""
     # cut the lineage: the search below plans and runs over these rows more than once
-    rows = arrival_numbers(df, "arrival").drop(CHUNK).localCheckpoint()
+    rows = arrival_numbers(df, _ARR).drop(CHUNK).localCheckpoint()
     # for a kept row the least arrival above evtime + range*unit is the one that released
     # it (no earlier arrival is above it); the output positions follow in the same parts
     lims = limits or value_limits(rows, EVT)
-    df = first_above_in_parts(rows, EVT, spec.width, "arrival", "_rel", spec.keys, lims, [SEQ])
+    df = first_above_in_parts(rows, EVT, spec.width, _ARR, "_rel", spec.keys, lims, [SEQ])
     if lims[0] is not None:  # (without keys, in the search's own order: no second sort)
-        df = positions_in_parts(df, rows, lims, F.col(KEEP), "output_pos", EVT, [SEQ])
+        df = positions_in_parts(df, rows, lims, F.col(KEEP), _POS, EVT, [SEQ])
     else:
-        df = df.withColumn("output_pos", F.lit(None).cast("long"))
+        df = df.withColumn(_POS, F.lit(None).cast("long"))
     ref = F.greatest(F.col(REF_BEFORE), F.col(EVT))
     src = F.element_at(F.array(*[F.lit(s) for s in sources]), F.col("_evt_file") + 1)
     return (
         df.withColumn("_bound_before", F.col(REF_BEFORE) - F.lit(spec.width))
         .withColumns(
             {
-                "_x_arrival": F.col("arrival"),
+                "_x_arrival": F.col(_ARR),
                 "_x_source": src,
                 "_x_time": F.col(T),
                 "_x_evtime": F.col(EVT),
@@ -274,12 +277,12 @@ def explain(
                 "_x_released_by": F.when(~F.col(KEEP), None).otherwise(
                     F.coalesce(F.col("_rel").cast("string"), F.lit("end"))
                 ),
-                "_x_output_pos": F.col("output_pos"),
+                "_x_output_pos": F.col(_POS),
                 "_x_windows": F.lit(None).cast("string"),
                 "_x_reason": F.when(F.col(KEEP), None).otherwise(_reason(spec, "_bound_before")),
             }
         )
-        .drop("_rel", "_bound_before", "arrival", "output_pos")
+        .drop("_rel", "_bound_before", _ARR, _POS)
     )
 
 

@@ -737,7 +737,7 @@ def explain(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> Da
     offsets = arrival_offsets(df, as_read)
     df = numbered(df, SEQ, offsets, ARRIVAL)
     df = numbered(df, REL, offsets, "_evt_rel_arrival").localCheckpoint()
-    df = positions(df, EVT, "output_pos", F.col(KEEP))
+    df = positions(df, EVT, "_evt_x_output_pos", F.col(KEEP))
     d = F.col(DEF)
     decision = (
         F.when(F.col(BND), present.BOUND)
@@ -755,7 +755,7 @@ def explain(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> Da
             "_x_released_by": F.when(
                 F.col(KEEP), F.coalesce(F.col("_evt_rel_arrival").cast("string"), F.lit("end"))
             ),
-            "_x_output_pos": F.col("output_pos"),
+            "_x_output_pos": F.col("_evt_x_output_pos"),
             "_x_windows": F.lit(None).cast("string"),
             # the row's source's own bound after the arrival (for pictures, not shown)
             "_x_source_bound": F.greatest(F.col(OWN), F.when(F.col(BND) | F.col(KEEP), F.col(CON))),

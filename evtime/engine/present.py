@@ -41,9 +41,49 @@ def iso(name: str) -> Column:
 def own_columns(
     user_columns: list[str], time_col: str, extra: tuple[str, ...] = ()
 ) -> list[tuple[str, str]]:
-    """(column, shown name) for a row's own columns after explain's: prefix ``row_`` on a clash."""
-    taken = set(EXPLAIN_COLUMNS) | set(extra)
-    return [(c, f"row_{c}" if c in taken else c) for c in user_columns if c != time_col]
+    """(column, shown name) for a row's own columns after explain's: prefix ``row_`` on a
+    clash; when that name is taken too (by another of the row's columns, or by an earlier
+    renaming), ``row_<name>_2``, ``row_<name>_3``, ... (see :func:`free_name`)."""
+    return renamed([c for c in user_columns if c != time_col], set(EXPLAIN_COLUMNS) | set(extra))
+
+
+def renamed(user_columns: list[str], taken: set[str]) -> list[tuple[str, str]]:
+    """(column, written name) for the row's own ``user_columns`` next to evtime's ``taken``
+    names: a clash gets ``row_<name>``, or the first of ``row_<name>_2``, ``row_<name>_3``,
+    ... that no other column has."""
+    used = set(taken) | {c for c in user_columns if c not in taken}
+    out = []
+    for c in user_columns:
+        shown = c
+        if c in taken:
+            shown = free_name(f"row_{c}", used)
+            used.add(shown)
+        out.append((c, shown))
+    return out
+
+
+def free_name(name: str, used: set[str]) -> str:
+    """``name``, or ``name_2``, ``name_3``, ... : the first not in ``used``."""
+    n, shown = 1, name
+    while shown in used:
+        n += 1
+        shown = f"{name}_{n}"
+    return shown
+
+
+def crowded(own: list[tuple[str, str]]) -> list[str]:
+    """Words for each of the row's columns whose plain ``row_`` name was taken (said once on
+    stderr)."""
+    return [
+        f"column {c!r} written as {s!r} ({'row_' + c!r} is taken)"
+        for c, s in own
+        if s != c and s != f"row_{c}"
+    ]
+
+
+def own_map(own: list[tuple[str, str]]) -> dict[str, str]:
+    """Written name -> the input's name, for :attr:`evtime.io.writer.Sink.own`."""
+    return {s: c for c, s in own}
 
 
 def explain_frame(

@@ -96,6 +96,7 @@ class ReadOptions:
     typed: tuple[str, ...] = ()
     all_typed: bool = False
     text: tuple[str, ...] = ()
+    text_times: tuple[str, ...] = ()  # other columns read as time (merge --arrival)
 
 
 def suggest(name: str, names: list[str]) -> str:
@@ -176,6 +177,11 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
     text = any(f.fmt != "parquet" for f in files)
     csv = any(f.fmt == "csv" for f in files)
     schema = _defaults(raw, time_col, text, csv)
+    if csv:  # (columns read as time, as the time column: parsed from their text)
+        for name in opts.text_times:
+            i = schema.get_field_index(name)
+            if i >= 0:
+                schema = schema.set(i, pa.field(name, pa.string()))
     guessed = None
     if files and all(f.fmt == "csv" for f in files):
         # CSV is text: a column passes through as it was written (01 stays 01, True stays

@@ -91,6 +91,15 @@ class Sink:
     text_of: dict[str, tuple[str, int]] = field(default_factory=dict)
     delimiter: str = ","  # (CSV)
     header: bool = True  # (CSV)
+    # the row's own columns: written name -> the input's name (restored to the type it was
+    # read with); None: every column named as in the input is the input's
+    own: dict[str, str] | None = None
+
+    def input_name(self, name: str) -> str | None:
+        """The input column written as ``name`` (None: one of evtime's own)."""
+        if self.own is None:
+            return name
+        return self.own.get(name)
 
     def reads(self) -> set[str]:
         """The columns of the rows it reads."""
@@ -229,8 +238,8 @@ def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
             if src in texts and not arr.null_count and not texts[src].null_count:
                 made = truncated_text(texts[src], unit)
             arr = texts[name] = format_ns(arr) if made is None else made
-        else:
-            arr = lay.restore(name, arr)
+        elif (given := sink.input_name(name)) is not None:
+            arr = lay.restore(given, arr)
             if sink.fmt != "parquet" and pa.types.is_timestamp(arr.type):
                 arr = format_ns(arr)
         cols.append(arr)
@@ -727,8 +736,8 @@ def _arrow_schema(sink: Sink, lay: Layout, spark_schema) -> pa.Schema:
     for name in sink.columns:
         if name in sink.ns_columns:
             t = pa.timestamp("ns", "UTC") if sink.fmt == "parquet" else pa.string()
-        elif name in lay.schema.names:
-            t = lay.schema.field(name).type
+        elif (given := sink.input_name(name)) in lay.schema.names:
+            t = lay.schema.field(given).type
             if sink.fmt != "parquet" and pa.types.is_timestamp(t):
                 t = pa.string()
         elif name in sink.derived:
