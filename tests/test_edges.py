@@ -100,3 +100,63 @@ def test_adjust_at_the_edges(run_cli, tmp_path, unit, edge, range_):
     assert [(g["decision"], g["bound"]) for g in r.csv()] == [
         (w.decision, shown(w.bound)) for w in want
     ]
+
+
+def merge_sources(tmp_path, times: list[int], marks: set[int] = frozenset(), clock=None):
+    """Two CSV sources (epoch ns) from ``times``, alternating; ``marks``: indexes that are
+    bound rows; ``clock``: arrival ns of each row (column recv).  Returns the paths and
+    the model's sources."""
+    from tests.model.merge import Arrival
+
+    paths, model = [tmp_path / "a.csv", tmp_path / "b.csv"], [[], []]
+    lines = [["id,time,recv,kind"], ["id,time,recv,kind"]]
+    for i, t in enumerate(times):
+        s, now = i % 2, (clock[i] if clock else i)
+        lines[s].append(f"r{i},{t},{now},{'bound' if i in marks else 'row'}")
+        model[s].append(Arrival(s, t, i in marks, clock[i] if clock else None))
+    for p, text in zip(paths, lines, strict=True):
+        p.write_text("\n".join(text) + "\n")
+    return paths, model
+
+
+def definitive(d: int | None) -> str:
+    """explain merge's bound: empty when infinite, or at or past an edge (a bound there
+    holds nothing back that an infinite one would: saturated to the engine's infinities)."""
+    return "" if d is None or d <= MIN or d >= MAX else iso(d)
+
+
+def check_merge(run_cli, paths, want, args, rows: list[int]) -> None:
+    """``rows``: the input row (its id) of each arrival of the model."""
+    r = run_cli("explain", "merge", *args, "--format", "csv", *paths)
+    assert r.exit_code == 0, r.stderr
+    got = r.csv()
+    assert [(g["decision"], g["output_pos"], g["bound"], g["evtime"]) for g in got] == [
+        (w.decision, str(w.output_pos or ""), definitive(w.bound), shown(w.evtime)) for w in want
+    ]
+    r = run_cli("merge", *args, "--output-format", "csv", *paths)
+    assert r.exit_code == 0, r.stderr
+    released = sorted((w for w in want if w.output_pos), key=lambda w: w.output_pos)
+    assert [g["id"] for g in r.csv()] == [f"r{rows[w.arrival - 1]}" for w in released]
+
+
+MARKS = {5}  # one bound row
+
+
+@pytest.mark.parametrize(
+    "unit,edge",
+    [(u, e) for u in ("nsec", "usec", "day") for e in ("low", "high")] + [("day", "1900")],
+)
+def test_merge_unit_range_at_the_edges(run_cli, tmp_path, unit, edge):
+    """merge --unit/--range (each source adjusted first, its bound ref - range*unit) with a
+    bound row, --strict-bounds (t + tick past the last instant), explain merge too."""
+    from tests.model.merge import merge as model_merge
+
+    u = UNITS[unit]
+    times = edge_times(edge, u)
+    paths, model = merge_sources(tmp_path, times, MARKS)
+    for range_ in (1, 106_000 if edge == "1900" else widest(u)):
+        want = model_merge(model, unit_ns=u, range_n=range_, strict_bounds=True, tick=u)
+        args = ["--time-format", "epoch_ns", "--bound-marker", "kind=bound"]
+        args += ["--unit", unit, "--range", str(range_), "--strict-bounds", "--tick", f"{u}ns"]
+        # (no clock: the sources one after the other, rows 0, 2, 4... then 1, 3, 5...)
+        check_merge(run_cli, paths, want, args, [*range(0, 10, 2), *range(1, 10, 2)])

@@ -995,6 +995,9 @@ def kept_in_parts(
     :func:`carry_here`), without a Spark job, or that :class:`Carry`, found already (for
     these ``by``, limits and width: the caller checks :meth:`Carry.fits`)."""
     lo, hi = limits or value_limits(df, lead)
+    if lo is not None and width > hi - lo:  # (passes nothing more than hi - lo: see
+        width = hi - lo  # first_above_in_parts; a carry for the wider one is redone)
+        reach = None if isinstance(reach, Carry) else reach
     carry = None
     if isinstance(reach, Carry):
         if not reach.fits(by, lo, hi, width):
