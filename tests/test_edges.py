@@ -160,3 +160,21 @@ def test_merge_unit_range_at_the_edges(run_cli, tmp_path, unit, edge):
         args += ["--unit", unit, "--range", str(range_), "--strict-bounds", "--tick", f"{u}ns"]
         # (no clock: the sources one after the other, rows 0, 2, 4... then 1, 3, 5...)
         check_merge(run_cli, paths, want, args, [*range(0, 10, 2), *range(1, 10, 2)])
+
+
+@pytest.mark.parametrize(
+    "edge,wait", [("1900", 100_000 * DAY), ("low", DAY), ("1900", (1 << 63) - 1)]
+)
+def test_merge_wait_at_the_edges(run_cli, tmp_path, edge, wait):
+    """merge --arrival --wait: ``now - wait`` before the first instant holds nothing back
+    and discards nothing (issue 49: --wait 100000d over times in 1900)."""
+    from tests.model.merge import merge as model_merge
+
+    times = edge_times(edge, 1_000)
+    clock = [t + 10 * i for i, t in enumerate(sorted(times))]  # (arrival: ascending, near)
+    paths, model = merge_sources(tmp_path, times, clock=clock)
+    want = model_merge(model, wait=wait)
+    args = ["--time-format", "epoch_ns", "--arrival", "recv", "--wait", f"{wait}ns"]
+    # (with a clock: every row in arrival order, which is the order of the rows here)
+    order = [i for _, i in sorted((c, i) for i, c in enumerate(clock))]
+    check_merge(run_cli, paths, want, args, order)
