@@ -44,7 +44,8 @@ def truncated_range(
     lo, hi = times or (None, None)
     if lo is None or hi is None:
         return None
-    return (lo - lo % unit, hi - hi % unit) if unit else (lo, hi)
+    lo_t, hi_t = (lo - lo % unit, hi - hi % unit) if unit else (lo, hi)
+    return max(lo_t, -(1 << 63)), max(hi_t, -(1 << 63))  # (saturated: see engine/saturate)
 
 
 def duration_ns(text: str) -> int:

@@ -175,3 +175,37 @@ def test_split_aggs():
     for bad in ("med(x) * 2", "med(x) + max(y)"):
         with pytest.raises(UsageError, match="used alone"):
             udaf.split_aggs([bad], {"med": _Sum})
+
+
+PRODUCT = """
+class Prod:
+    result_type = "bigint"
+
+    def __init__(self):
+        self.p = 1
+
+    def add(self, v):
+        self.p *= int(v)
+
+    def result(self):
+        return self.p
+"""
+
+
+def test_udaf_result_past_its_type_is_one_line(run_cli, workdir):
+    """A user aggregate whose result does not fit its result_type (issue 49: a product
+    past a long): one line naming the aggregate and the value, not a Python worker's
+    exception."""
+    (workdir / "prod.py").write_text(PRODUCT)
+    (workdir / "in.csv").write_text("time,v\n1,4294967296\n2,4294967296\n3,5\n")
+    r = run_cli(
+        "bound", "--window", "10ns", "--time-format", "epoch_ns",
+        "--udaf", "prod=prod.py:Prod", "--agg", "prod(v) AS p", "in.csv",
+    )  # fmt: skip
+    assert r.exit_code != 0 and r.exception is None
+    big = 4294967296 * 4294967296 * 5  # the window [0, 10) of the three rows
+    assert r.stderr.strip().splitlines()[-1] == (
+        f"evtime: user aggregate prod: result() {big} does not fit a bigint "
+        "(set result_type on the class, e.g. 'double')"
+    )
+    assert "PythonException" not in r.stderr

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from evtime.engine import present
+from evtime.engine import saturate as sat
 from evtime.engine.running import NONE, values_of
 from evtime.engine.scan import (
     AFTER_PARTS,
@@ -83,7 +84,7 @@ class AdjustSpec:
 
 
 def _evtime(spec: AdjustSpec):
-    return F.col(T) - F.pmod(F.col(T), F.lit(spec.unit_ns))
+    return sat.floor(F.col(T), spec.unit_ns)
 
 
 def _join_keys(df: DataFrame, small: DataFrame, keys: tuple[str, ...]) -> DataFrame:
@@ -153,7 +154,7 @@ def classify(
     if refs is not None:
         df = _join_keys(df, refs, spec.keys)
         df = df.withColumn(REF_BEFORE, F.greatest(F.col(REF_BEFORE), F.col(REF))).drop(REF)
-    return df.withColumn(KEEP, kept(F.lit(spec.width)))
+    return df.withColumn(KEEP, kept(spec.width))
 
 
 def classify_in_order(
@@ -185,10 +186,10 @@ def classify_in_order(
         return order(classify(df, spec)), None
 
 
-def kept(width: Column) -> Column:
+def kept(width: int | Column) -> Column:
     """The keep rule for a bound ``width`` (range*unit in ns, a literal or a per-row
     column): the first arrival of a key, or evtime at or above ref_before - width."""
-    return F.col(REF_BEFORE).isNull() | (F.col(EVT) >= F.col(REF_BEFORE) - width)
+    return F.col(REF_BEFORE).isNull() | (F.col(EVT) >= sat.sub(F.col(REF_BEFORE), width))
 
 
 def release_points(
@@ -204,7 +205,7 @@ def release_points(
     :func:`~evtime.engine.scan.arrival_numbers`; ``width`` may be a column, so ``by`` may
     include a setting that copies every row once per width (``evtime sweep``); the columns
     of ``by`` in ``keep_by`` identify a row together with its arrival."""
-    q = df.where(KEEP).select(*by, F.col(SEQ).alias("_q"), (F.col(EVT) + width).alias("_v"))
+    q = df.where(KEEP).select(*by, F.col(SEQ).alias("_q"), sat.add(F.col(EVT), width).alias("_v"))
     d = df.select(*by, F.col(EVT).alias("_v"), F.col("arrival").alias("_a"))
     released = first_above(q, d, by, out, keep_by=keep_by).withColumnRenamed("_q", SEQ)
     return join_small(df, released, [SEQ, *keep_by])
@@ -230,7 +231,7 @@ def with_discard_columns(
         df = df.withColumn("arrival", F.col(ARRIVAL))
     else:
         df = arrival_numbers(df, "arrival", as_read)
-    df = df.withColumn("bound", F.col(REF_BEFORE) - F.lit(spec.width))
+    df = df.withColumn("bound", sat.sub(F.col(REF_BEFORE), spec.width))
     return df.withColumn("reason", F.when(F.col(KEEP), None).otherwise(_reason(spec, "bound")))
 
 
@@ -264,7 +265,7 @@ def explain(
     ref = F.greatest(F.col(REF_BEFORE), F.col(EVT))
     src = F.element_at(F.array(*[F.lit(s) for s in sources]), F.col("_evt_file") + 1)
     return (
-        df.withColumn("_bound_before", F.col(REF_BEFORE) - F.lit(spec.width))
+        df.withColumn("_bound_before", sat.sub(F.col(REF_BEFORE), spec.width))
         .withColumns(
             {
                 "_x_arrival": F.col(_ARR),
@@ -272,7 +273,7 @@ def explain(
                 "_x_time": F.col(T),
                 "_x_evtime": F.col(EVT),
                 "_x_decision": F.when(F.col(KEEP), present.RELEASED).otherwise(present.DISCARDED),
-                "_x_bound": ref - F.lit(spec.width),
+                "_x_bound": sat.sub(ref, spec.width),
                 "_x_ref": ref,
                 "_x_released_by": F.when(~F.col(KEEP), None).otherwise(
                     F.coalesce(F.col("_rel").cast("string"), F.lit("end"))
@@ -784,7 +785,7 @@ class ExplainInPart:
                 "late: evtime ",
                 format_ns(pa.array(evt[late])),
                 " is below the bound ",
-                format_ns(pa.array(before[late] - self.spec.width)),
+                format_ns(pa.array(sat.sub_np(before[late], self.spec.width))),
                 f" (reference time - {self.spec.range} {self.spec.unit})",
                 "",
             )
@@ -797,7 +798,7 @@ class ExplainInPart:
             "time": rows.column(T),
             "evtime": pa.array(evt),
             "decision": pc.if_else(kept, present.RELEASED, present.DISCARDED),
-            "bound": pa.array(ref - self.spec.width),
+            "bound": pa.array(sat.sub_np(ref, self.spec.width)),
             "ref": pa.array(ref),
             "released_by": pc.if_else(kept, rel, pa.scalar(None, pa.string())),
             "output_pos": pa.array(pos, mask=~keep),
@@ -906,7 +907,7 @@ def emitted_bounds(df: DataFrame, spec: AdjustSpec) -> DataFrame:
     releases and before any row with a later (evtime, arrival), it is a true non-strict
     bound of the output stream.  Needs :func:`classify`."""
     moved = F.col(KEEP) & (F.col(REF_BEFORE).isNull() | (F.col(EVT) > F.col(REF_BEFORE)))
-    return df.where(moved).select(*spec.keys, SEQ, (F.col(EVT) - F.lit(spec.width)).alias(EVT))
+    return df.where(moved).select(*spec.keys, SEQ, sat.sub(F.col(EVT), spec.width).alias(EVT))
 
 
 def carry_on(
@@ -945,7 +946,7 @@ def carry_on(
     if refs is not None:
         new_refs = new_refs.unionByName(refs).groupBy(*spec.keys).agg(F.max(REF).alias(REF))
     rows = _join_keys(rows, new_refs, spec.keys)
-    released = F.lit(flush) | (F.col(EVT) < F.col(REF) - F.lit(spec.width))
+    released = F.lit(flush) | (F.col(EVT) < sat.sub(F.col(REF), spec.width))
     rows = rows.withColumn(
         ROUTE, F.when(~F.col(KEEP), "discard").when(released, "out").otherwise("held")
     )

@@ -550,7 +550,8 @@ def late_in_order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataF
 
 def _iso_sql(e: str) -> str:
     return (
-        f"concat(date_format(timestamp_seconds(({e} - pmod({e}, 1000000000L)) div 1000000000L), "
+        f"concat(date_format(timestamp_seconds(({e} div 1000000000L) "
+        f"- if({e} < 0 and pmod({e}, 1000000000L) != 0, 1L, 0L)), "
         f"\"yyyy-MM-dd'T'HH:mm:ss\"), '.', lpad(cast(pmod({e}, 1000000000L) as string), 9, '0'), "
         "'Z')"
     )

@@ -57,6 +57,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
 from evtime.engine import present
+from evtime.engine import saturate as sat
 from evtime.engine.running import values_of
 from evtime.engine.scan import (
     UNBOUNDED,
@@ -165,13 +166,12 @@ def prepare(df: DataFrame, spec: MergeSpec, groups: list[int]) -> DataFrame:
     else:
         bnd = F.lit(False)
     u = spec.unit_ns
-    evt = F.col(T) - F.pmod(F.col(T), F.lit(u)) if u else F.col(T)
-    b = F.col(T) + F.lit(spec.tick) if spec.strict else F.col(T)
-    b = b - F.pmod(b, F.lit(u)) if u else b
+    evt = sat.floor(F.col(T), u)  # (times past an edge of int64 ns saturate: see saturate)
+    b = sat.floor(sat.add(F.col(T), spec.tick) if spec.strict else F.col(T), u)
     df = df.withColumns({SRC: src.cast("int"), BND: bnd})
     df = df.withColumn(EVT, evt)
-    df = df.withColumn(CON, F.when(F.col(BND), b).otherwise(F.col(EVT) - F.lit(spec.width)))
-    lag = F.col(NOW) - F.lit(spec.wait) if spec.wait is not None else F.lit(None)
+    df = df.withColumn(CON, F.when(F.col(BND), b).otherwise(sat.sub(F.col(EVT), spec.width)))
+    lag = sat.sub(F.col(NOW), spec.wait) if spec.wait is not None else F.lit(None)
     return df.withColumn(LAG, lag.cast("long"))
 
 
@@ -518,8 +518,8 @@ def _simple_definitive(df: DataFrame, spec: MergeSpec, fx: Facts) -> DataFrame:
     others = [(NEG if fx.top[s] is None else fx.top[s], s) for s in range(last)]
     c, c_src = min(others) if others else (POS, -1)
     own_after = F.greatest(F.col(OWNP), F.col(CON))
-    if c == NEG:
-        d, arg = F.lit(NEG), F.lit(empty)
+    if c == NEG:  # (a source with no bound, or one saturated at the first instant)
+        d, arg = F.lit(NEG), F.lit(empty if empty < spec.n else c_src)
     else:
         d = F.when(F.col(SRC) == last, F.least(F.lit(c), own_after)).otherwise(F.lit(NEG))
         arg = F.when(F.col(SRC) == last, F.when(own_after < F.lit(c), last).otherwise(c_src))
@@ -532,6 +532,11 @@ def _simple_definitive(df: DataFrame, spec: MergeSpec, fx: Facts) -> DataFrame:
 
 def _source_name(spec: MergeSpec, col: str = SRC) -> Column:
     return F.element_at(F.array(*[F.lit(s) for s in spec.names]), F.col(col) + 1)
+
+
+def _gap(a: Column, b: Column) -> Column:
+    """``a - b`` exactly, for times at both ends of the int64 timeline (a decimal)."""
+    return a.cast("decimal(20,0)") - b.cast("decimal(20,0)")
 
 
 def _duration(col: Column) -> Column:
@@ -646,7 +651,7 @@ def emitted_bounds(df: DataFrame, spec: MergeSpec) -> DataFrame:
     new = F.col("_evt_df").isNotNull() & (
         F.col("_evt_dmax").isNull() | (F.col("_evt_df") > F.col("_evt_dmax"))
     )
-    shown = F.col("_evt_df") - F.lit(spec.tick) if spec.strict else F.col("_evt_df")
+    shown = sat.sub(F.col("_evt_df"), spec.tick) if spec.strict else F.col("_evt_df")
     return df.where(new).select(SEQ, CHUNK, shown.alias(EVT))
 
 
@@ -702,7 +707,7 @@ def _blame(spec: MergeSpec) -> Column:
                 F.lit("the definitive time was now - wait = "),
                 present.iso(DEF),
                 F.lit(", "),
-                _duration(F.col(EVT) - d),
+                _duration(_gap(F.col(EVT), d)),
                 F.lit(" behind"),
             ),
         )
@@ -713,7 +718,7 @@ def _blame(spec: MergeSpec) -> Column:
                 F.lit(" held the definitive time at "),
                 present.iso(DEF),
                 F.lit(", "),
-                _duration(F.col(EVT) - d),
+                _duration(_gap(F.col(EVT), d)),
                 F.lit(" behind"),
             )
         )

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from evtime.engine import saturate as sat
 from evtime.engine.merge import (
     BB,
     BND,
@@ -126,7 +127,7 @@ def classify(
     if spec.arrival and c.now is not None:  # the clock never goes back across runs
         df = df.withColumn(NOW, F.greatest(F.col(NOW), F.lit(c.now)))
         if spec.wait is not None:
-            df = df.withColumn(LAG, (F.col(NOW) - F.lit(spec.wait)).cast("long"))
+            df = df.withColumn(LAG, sat.sub(F.col(NOW), spec.wait).cast("long"))
     df = arrival_numbers(df, ARRIVAL).withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(c.arrivals))
     if spec.simple:
         return _simple(df, spec, c, held, flush)

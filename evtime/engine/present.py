@@ -31,8 +31,8 @@ def iso(name: str) -> Column:
     Spark's timestamp type, so nothing is rounded)."""
     q = f"`{name}`"
     whole = F.expr(
-        f"date_format(timestamp_seconds(({q} - pmod({q}, 1000000000L)) div "
-        f"1000000000L), \"yyyy-MM-dd'T'HH:mm:ss\")"
+        f"date_format(timestamp_seconds(({q} div 1000000000L) - "
+        f"if({q} < 0 and pmod({q}, 1000000000L) != 0, 1L, 0L)), \"yyyy-MM-dd'T'HH:mm:ss\")"
     )
     frac = F.expr(f"lpad(cast(pmod({q}, 1000000000L) as string), 9, '0')")
     return F.concat(whole, F.lit("."), frac, F.lit("Z"))

@@ -768,6 +768,14 @@ def first_above_in_parts(
     lo, hi = limits or value_limits(df, lead)
     if lo is None:
         return df.withColumns({PART: F.lit(0).cast("long"), out: F.lit(None).cast("long")})
+    # (no lead is above hi >= lead + (hi - lo): a wider width passes nothing more, and the
+    # search's values stay in int64 for a range up to the whole timeline)
+    width = min(width, hi - lo)
+    if hi + 2 * width + 2 >= 1 << 63 and lo > 0:  # (near the last instant: search lead - lo)
+        moved = "_fa_lead"
+        df = df.withColumn(moved, F.col(lead) - F.lit(lo))
+        found = first_above_in_parts(df, moved, width, arrival, out, by, (0, hi - lo), then)
+        return found.drop(moved)
     inside = (
         Window.partitionBy(PART, *by)
         .orderBy(F.col(lead).desc())
@@ -987,6 +995,9 @@ def kept_in_parts(
     :func:`carry_here`), without a Spark job, or that :class:`Carry`, found already (for
     these ``by``, limits and width: the caller checks :meth:`Carry.fits`)."""
     lo, hi = limits or value_limits(df, lead)
+    if lo is not None and width > hi - lo:  # (passes nothing more than hi - lo: see
+        width = hi - lo  # first_above_in_parts; a carry for the wider one is redone)
+        reach = None if isinstance(reach, Carry) else reach
     carry = None
     if isinstance(reach, Carry):
         if not reach.fits(by, lo, hi, width):

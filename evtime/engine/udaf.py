@@ -300,6 +300,15 @@ def evaluate(
         for j, r in enumerate(results):
             try:
                 cols.append(pa.array(r, arrow_types[len(key_names) + 1 + j]))
+            except OverflowError:  # (a Python int past the type: no Arrow message)
+                top = 1 << (31 if calls[j].result_type == "int" else 63)
+                big = next((v for v in r if isinstance(v, int) and not -top <= v < top), "")
+                raise in_task(
+                    EvtimeError(
+                        f"user aggregate {calls[j].name}: result() {big} does not fit a "
+                        f"{calls[j].result_type} (set result_type on the class, e.g. 'double')"
+                    )
+                ) from None
             except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
                 raise in_task(
                     EvtimeError(

@@ -22,6 +22,7 @@ from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from evtime.errors import OutputError, PipeClosed, UsageError
@@ -235,7 +236,10 @@ def _prepare(batch: pa.RecordBatch, sink: Sink, lay: Layout) -> pa.Table:
         elif name in sink.ns_columns:
             src, unit = sink.text_of.get(name, (None, 0))
             made = None
-            if src in texts and not arr.null_count and not texts[src].null_count:
+            # (not on the first day of the timeline: an evtime there is saturated to its
+            # first instant, the text of the time with digits zeroed is below it)
+            whole = not arr.null_count and (not len(arr) or pc.min(arr).as_py() != -(1 << 63))
+            if src in texts and whole and not texts[src].null_count:
                 made = truncated_text(texts[src], unit)
             arr = texts[name] = format_ns(arr) if made is None else made
         elif (given := sink.input_name(name)) is not None:
