@@ -467,17 +467,16 @@ def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):
         # static settings seed the server when the first run starts it; later runs cannot
         # change them, and PySpark warns about each one
         warnings.filterwarnings("ignore", message="Failed to set spark")
-        spark = builder.getOrCreate()
-        if not answers(spark):
-            # listening but sick (out of heap, stopped): a fresh server instead (issue 49)
-            pid = (server_status() or {}).get("pid")
+        info = server_status()
+        if info is not None and info["running"] and not server_answers():
+            # listening but sick (out of heap, stopped): a fresh server instead (issue 49);
+            # asked before getOrCreate, whose settings would wait for it forever
             sys.stderr.write(
-                f"evtime: the local server (pid {pid}) does not answer within "
+                f"evtime: the local server (pid {info['pid']}) does not answer within "
                 f"{health_timeout():g}s: restarting it\n"
             )
-            _forget_session(spark)
             server_stop(wait=True)
-            spark = builder.getOrCreate()
+        spark = builder.getOrCreate()
     release_at_exit(spark)
     return spark
 
@@ -630,8 +629,10 @@ def server_answers(timeout: float | None = None) -> bool:
 
     spark = ConnectSession.builder.remote(url).create()
     ok = answers(spark, timeout)
-    if ok:
-        release_at_exit(spark)
+    if ok:  # (released now: the run's own session is another one)
+        thread = threading.Thread(target=spark.stop, name="evtime-release", daemon=True)
+        thread.start()
+        thread.join(RELEASE_TIMEOUT)
     else:
         _forget_session(spark)
     return ok
