@@ -69,6 +69,19 @@ LOCAL_CONF = {
 }
 
 
+# The reused server lives for days and runs every job of every client: what Spark keeps of
+# each finished job for its UI (the SQL tab's plans and their metrics, jobs, stages) is kept
+# for fewer of them than Spark's 1000, so what it holds stays small (issue 49).  Seeds for
+# the run that starts it; --conf wins.
+SERVER_CONF = {
+    "spark.sql.ui.retainedExecutions": "50",
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+    "spark.ui.retainedTasks": "10000",
+}
+# How long a --reuse-server run waits at exit for the server to release its session.
+RELEASE_TIMEOUT = 10.0
+
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
 
@@ -472,6 +485,7 @@ def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):
     java_id = check_java()
     use_this_python(opts.conf)
     conf.update(LOCAL_CONF)
+    conf.update(SERVER_CONF)
     # (the server maps the class archive when there is one; it lives too long to write it)
     java_opts = f"{_log4j_options(opts.verbose)} {classcache.java_options(java_id, write=False)}"
     conf["spark.driver.extraJavaOptions"] = java_opts.rstrip()
@@ -484,7 +498,93 @@ def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):
         # static settings seed the server when the first run starts it; later runs cannot
         # change them, and PySpark warns about each one
         warnings.filterwarnings("ignore", message="Failed to set spark")
-        return builder.getOrCreate()
+        info = server_status()
+        if info is not None and info["running"] and not server_answers():
+            # listening but sick (out of heap, stopped): a fresh server instead (issue 49);
+            # asked before getOrCreate, whose settings would wait for it forever
+            sys.stderr.write(
+                f"evtime: the local server (pid {info['pid']}) does not answer within "
+                f"{health_timeout():g}s: restarting it\n"
+            )
+            server_stop(wait=True)
+        spark = builder.getOrCreate()
+    release_at_exit(spark)
+    return spark
+
+
+def health_timeout() -> float:
+    try:
+        return float(os.environ.get("EVTIME_SERVER_HEALTH_TIMEOUT", "60"))
+    except ValueError:
+        raise UsageError("EVTIME_SERVER_HEALTH_TIMEOUT takes a number of seconds") from None
+
+
+def answers(spark, timeout: float | None = None) -> bool:
+    """Whether the server behind the Connect session ``spark`` answers a request (its Spark
+    version: one small round trip) within ``timeout`` seconds (EVTIME_SERVER_HEALTH_TIMEOUT,
+    default 60).  A server that ran out of heap, or is stopped, still accepts connections
+    but never answers."""
+    box: list[bool] = []
+
+    def ask() -> None:
+        with contextlib.suppress(Exception):
+            box.append(bool(spark.version))
+
+    thread = threading.Thread(target=ask, name="evtime-health", daemon=True)
+    thread.start()
+    thread.join(health_timeout() if timeout is None else timeout)
+    return bool(box and box[0])
+
+
+def _forget_session(spark) -> None:
+    """Let the next getOrCreate make a new Connect session (without asking the sick server
+    to release this one: it would not answer)."""
+    cls = type(spark)
+    if getattr(cls, "_default_session", None) is spark:
+        cls._default_session = None
+    active = getattr(cls, "_active_session", None)
+    if getattr(active, "session", None) is spark:
+        active.session = None
+    # closed here, the client asks nothing of the server at exit (PySpark's exit handler
+    # cleans its ML cache with a request that a sick server never answers)
+    thread = threading.Thread(target=spark.client.close, name="evtime-close", daemon=True)
+    thread.start()
+    thread.join(RELEASE_TIMEOUT)
+
+
+_releasing: list = []
+
+
+def release_at_exit(spark) -> None:
+    """At exit, ask the server to release this run's Spark Connect session.  A session
+    not released stays on the server, with every plan, cached DataFrame and local
+    checkpoint of its run, until it has been idle for an hour
+    (spark.connect.session.manager.defaultSessionTimeout): a run a minute kept about 60
+    sessions alive, ~1.3 MB of heap per run, and the server died of "Java heap space"
+    (issue 49; bench/soak_server.py)."""
+    import atexit
+
+    if _releasing:
+        _releasing[0] = spark
+        return
+    _releasing.append(spark)
+    atexit.register(release_session)
+
+
+def release_session(timeout: float = RELEASE_TIMEOUT) -> None:
+    """Release the session :func:`release_at_exit` recorded (a server that does not answer
+    gets ``timeout`` seconds, then the run ends anyway)."""
+    if not _releasing or _releasing[0] is None:
+        return
+    spark, _releasing[0] = _releasing[0], None
+
+    def stop() -> None:
+        with contextlib.suppress(Exception):
+            spark.stop()  # (a Connect session: releases it on the server, which keeps running)
+
+    thread = threading.Thread(target=stop, name="evtime-release", daemon=True)
+    thread.start()
+    thread.join(timeout)
 
 
 def _allow_slow_server_start() -> None:
@@ -519,7 +619,66 @@ def server_status() -> dict[str, object] | None:
         }
 
 
-def server_stop() -> bool | None:
+def server_stop(wait: bool = False, grace: float = 30.0) -> bool | None:
+    """Stop the recorded server (SIGTERM); True when one was running, None when it could not
+    be inspected.  ``wait``: until its process is gone, SIGKILL after ``grace`` seconds (a
+    JVM out of heap, or stopped, may never act on SIGTERM)."""
+    import signal
+    import time
+
     from pyspark.sql.connect.local_server import stop_local_connect_server
 
-    return stop_local_connect_server()
+    info = server_status() if wait else None
+    stopped = stop_local_connect_server()
+    if info is None or not stopped:
+        return stopped
+    pid = int(info["pid"])  # type: ignore[call-overload]
+    deadline, killed = time.monotonic() + grace, False
+    while _alive(pid):
+        if time.monotonic() > deadline:
+            if killed:
+                break
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGCONT)  # (a stopped process dies only once continued)
+            killed, deadline = True, time.monotonic() + grace
+        time.sleep(0.2)
+    return stopped
+
+
+def server_answers(timeout: float | None = None) -> bool:
+    """Whether the recorded server answers a request (see :func:`answers`)."""
+    from pyspark.sql.connect.local_server import Discovery, LocalConnectServer
+
+    with Discovery() as discovery:
+        server = LocalConnectServer(discovery)
+        if server.token is None or server.host is None:
+            return False
+        url, token = server.url, server.token
+    os.environ["SPARK_CONNECT_AUTHENTICATE_TOKEN"] = token  # (as PySpark does; not printed)
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    spark = ConnectSession.builder.remote(url).create()
+    ok = answers(spark, timeout)
+    if ok:  # (released now: the run's own session is another one)
+        thread = threading.Thread(target=spark.stop, name="evtime-release", daemon=True)
+        thread.start()
+        thread.join(RELEASE_TIMEOUT)
+    else:
+        _forget_session(spark)
+    return ok
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, ended but not yet reaped by its parent, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return True

@@ -346,7 +346,8 @@ def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard")
     bad = bad.select(*[c for c in df.columns if c in bad.columns])
     types = dict(df.dtypes)
     missing = {c: F.lit(None).cast(types[c]) for c in df.columns if c not in bad.columns}
-    bad = bad.withColumns(missing)
+    if missing:  # (Spark Connect refuses withColumns({}): an AssertionError in its plan)
+        bad = bad.withColumns(missing)
     if PART in df.columns:  # df is in numbered parts: the bad rows' parts come after them all
         bad = bad.withColumn(PART, F.lit(AFTER_PARTS) + F.spark_partition_id())
     return df.unionByName(bad.select(*df.columns))

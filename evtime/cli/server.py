@@ -26,7 +26,8 @@ def server() -> None:
 @click.option("-v", "--verbose", is_flag=True, help="Spark's warnings and full tracebacks.")
 def start(verbose: bool) -> None:
     """Start the reused local server now (or find it running), without running a job: for a
-    systemd unit or a boot script, so the first --reuse-server job is warm too."""
+    systemd unit or a boot script, so the first --reuse-server job is warm too.  A recorded
+    server that does not answer is stopped and a fresh one started."""
     from evtime.session import SessionOptions, build_session, server_status
 
     build_session(SessionOptions(reuse_server=True, verbose=verbose))
@@ -36,20 +37,40 @@ def start(verbose: bool) -> None:
     click.echo(f"running: {info['url']} pid {info['pid']} spark {info['spark']}")
 
 
-@server.command(epilog="\b\nExamples:\n  evtime server status")
-def status() -> None:
-    """Whether the local server runs, where it listens, its pid.
+# `evtime server status` exits as `systemctl is-active` does: 0 running, 3 not running
+NOT_RUNNING = 3
+# ... and 1 when it runs but does not answer (a sick server: `evtime server start` restarts it)
+SICK = 1
+
+
+@server.command(epilog="\b\nExamples:\n  evtime server status || evtime server start")
+@click.pass_context
+def status(ctx: click.Context) -> None:
+    """Whether the local server runs and answers, where it listens, its pid.
+
+    Exits 0 when it runs and answers, 3 when none runs (as systemctl is-active does), 1 when
+    it runs but does not answer (`evtime server start` restarts it).
 
     Never its token."""
     from evtime.session import server_status
 
     info = server_status()
     if info is None:
-        click.echo("no evtime/PySpark local server recorded")
-        return
+        click.echo("not running: no evtime/PySpark local server recorded")
+        ctx.exit(NOT_RUNNING)
     state = "running" if info["running"] else "not running (stale record)"
     click.echo(f"{state}: {info['url']} pid {info['pid']} spark {info['spark']}")
     click.echo(f"state directory: {info['directory']}")
+    if not info["running"]:
+        ctx.exit(NOT_RUNNING)
+    from evtime.session import health_timeout, server_answers
+
+    if not server_answers():
+        click.echo(
+            f"not answering: the server accepts connections but did not answer within "
+            f"{health_timeout():g}s (out of heap?); `evtime server start` restarts it"
+        )
+        ctx.exit(SICK)
 
 
 @server.command(epilog="\b\nExamples:\n  evtime server stop")
