@@ -549,6 +549,7 @@ def late_in_order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataF
 
 
 def _iso_sql(e: str) -> str:
+    e = f"({e})"  # (an expression such as 'a + b': its value, whatever surrounds it)
     return (
         f"concat(date_format(timestamp_seconds(({e} div 1000000000L) "
         f"- if({e} < 0 and pmod({e}, 1000000000L) != 0, 1L, 0L)), "
