@@ -94,7 +94,10 @@ def _engine(spark, keyed, events, cfg, explain=True):
             lines.append(f"{t},{key or ''},{'bound' if marker else 'data'},{'' if marker else i}")
         path.write_text("\n".join(lines) + "\n")
         files = expand_inputs([str(path)], None)
-        df, _, _ = reader.read(spark, files, reader.ReadOptions(time="t", time_format="epoch_ns"))
+        # (as `evtime bound` reads: every CSV column in the type its text reads as, but
+        # the --bound-marker column)
+        opts = reader.ReadOptions(time="t", time_format="epoch_ns", all_typed=True, text=("kind",))
+        df, _, _ = reader.read(spark, files, opts)
         spec = _spec(keyed, cfg)
         spec.check()
         aggs = [VALUES + " AS vs", "count(v) AS n"]
