@@ -58,10 +58,18 @@ def test_a_run_read_in_the_driver_shuffles_into_one_partition(
     default, and --conf wins."""
     if limit is not None:
         monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", limit)
+    seen = []  # (the setting while the run writes: the test runner restores it after)
+    write = run.write_and_publish
+
+    def writing(*args, **kw):
+        seen.append(spark.conf.get("spark.sql.shuffle.partitions"))
+        return write(*args, **kw)
+
+    monkeypatch.setattr(run, "write_and_publish", writing)
     r = run_cli("adjust", "-q", *conf, "--unit", "msec", "--range", "999", SAMPLE)
     assert r.exit_code == 0, r.stderr
     assert [row["tuple"] for row in r.csv()] == ["B", "A", "D", "C", "E"]
-    assert spark.conf.get("spark.sql.shuffle.partitions") == partitions
+    assert seen == [partitions]
 
 
 def test_which_runs_read_in_the_driver(tmp_path, monkeypatch):
