@@ -9,11 +9,13 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, SAMPLES
+from tests.conftest import SAMPLES
 from tests.standalone import Standalone, unshare_refusal
 
 pytestmark = pytest.mark.cli
@@ -41,8 +43,9 @@ def cluster():
     why = unshare_refusal()
     if why:
         pytest.skip(f"no private /tmp for the worker: {why}")
-    work = ROOT / f".cluster-test-{uuid.uuid4().hex[:8]}"  # (outside /tmp: "shared")
-    work.mkdir()
+    # outside /tmp (the worker's /tmp is its own): what stands for a shared mount
+    outside = Path("/var/tmp") if Path("/var/tmp").is_dir() else Path.home()
+    work = Path(tempfile.mkdtemp(prefix="evtime-cluster-test-", dir=outside))
     (work / "staging").mkdir()
     c = Standalone(work)
     try:
