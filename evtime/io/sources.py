@@ -14,6 +14,7 @@ import sys
 from dataclasses import dataclass
 
 from evtime.errors import InputError, UsageError
+from evtime.io.compressed import CODECS
 
 FORMATS = ("csv", "parquet", "jsonl")
 _EXTENSIONS = {
@@ -24,7 +25,6 @@ _EXTENSIONS = {
     ".ndjson": "jsonl",
     ".json": "jsonl",
 }
-_COMPRESSION = (".gz", ".bz2", ".zst", ".xz")
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ def format_of(path: str, forced: str | None) -> str:
     if forced:
         return forced
     name = path.lower()
-    for ext in _COMPRESSION:
+    for ext in CODECS:
         if name.endswith(ext):
             name = name[: -len(ext)]
     for ext, fmt in _EXTENSIONS.items():

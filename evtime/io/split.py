@@ -30,8 +30,9 @@ import re
 from dataclasses import dataclass
 
 from evtime.errors import UsageError
+from evtime.io.compressed import CODECS
 from evtime.io.formats import BLOCK, Span, _open
-from evtime.io.sources import _COMPRESSION, InputFile
+from evtime.io.sources import InputFile
 
 _SEP = b',\n\r"'  # what a well-placed quote may follow (opening) or precede (closing)
 
@@ -79,7 +80,7 @@ def _min_cores() -> int:
 
 
 def splittable(f: InputFile) -> bool:
-    return f.fmt in ("csv", "jsonl") and not f.url.lower().endswith(_COMPRESSION)
+    return f.fmt in ("csv", "jsonl") and not f.url.lower().endswith(CODECS)
 
 
 def _sizes(files: list[InputFile]) -> dict[int, int]:
