@@ -51,12 +51,12 @@ def _same_conf():
     from pyspark.sql import SparkSession
 
     spark = SparkSession.getActiveSession()
-    before = dict(spark.conf.getAll) if spark is not None else None
+    before = _settings(spark)
     try:
         yield
     finally:
-        if before is not None:
-            after = dict(spark.conf.getAll)
+        after = _settings(spark) if before is not None else None
+        if after is not None:
             changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
             for key in changed:
                 try:
@@ -66,6 +66,17 @@ def _same_conf():
                         spark.conf.unset(key)
                 except AnalysisException:  # (CANNOT_MODIFY_CONFIG: the JVM's own, kept)
                     pass
+
+
+def _settings(spark) -> dict[str, str] | None:
+    """The session's settings, or None when there is no session or it cannot answer (a
+    Spark Connect session whose server a test has just stopped)."""
+    if spark is None:
+        return None
+    try:
+        return dict(spark.conf.getAll)
+    except Exception:  # (SparkConnectGrpcException: UNAVAILABLE)
+        return None
 
 
 def _serve(conn, env: dict[str, str]) -> None:
