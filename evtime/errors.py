@@ -76,6 +76,27 @@ def from_spark(exc: BaseException) -> EvtimeError | None:
     return cls(m.group(2))
 
 
+_MISSING = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+
+
+def missing_on_workers(exc: BaseException) -> EvtimeError | None:
+    """The one line for a Spark error whose Python worker could not import a module (the
+    executors' Python lacks evtime or one of its dependencies), else None.  Only errors
+    that come from Spark count: a module missing in this process is not the cluster's."""
+    if not type(exc).__module__.startswith(("pyspark", "py4j")):
+        return None
+    m = _MISSING.search(str(exc))
+    if not m:
+        return None
+    name = m.group(1).split(".")[0]
+    return EvtimeError(
+        f"Spark's Python workers cannot import {name}: the executors need the same Python "
+        "with evtime and its dependencies; ship a packed environment (--conf "
+        "spark.archives=ENV.tar.gz#env with PYSPARK_PYTHON=./env/bin/python) or use an "
+        "image that has them (see evtime(1), SPARK)"
+    )
+
+
 _TOKEN_IN_TEXT = re.compile(r"(token\s*[=:]\s*[\"']?)[^;/\s'\",)]+", re.I)
 
 

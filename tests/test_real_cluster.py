@@ -71,8 +71,8 @@ def inputs(s3):
     return name
 
 
-def _on_cluster(cluster, cli_env, args, cwd, staging=True):
-    env = dict(cli_env, PYSPARK_PYTHON=sys.executable)  # (the executors' Python: ours)
+def _on_cluster(cluster, cli_env, args, cwd, staging=True, python=sys.executable):
+    env = dict(cli_env, PYSPARK_PYTHON=python)  # (the executors' Python: ours)
     if staging:
         env["EVTIME_STAGING"] = str(cluster.work / "staging")
     else:
@@ -133,3 +133,20 @@ def test_without_shared_staging_the_run_stops_before_spark(cluster, inputs, cli_
     assert r.stderr.strip().endswith("set EVTIME_STAGING to a directory that this machine and "
                                      "every executor share")  # fmt: skip
     assert r.stderr.count("\n") == 1
+
+
+def test_executors_without_evtime_give_one_line(cluster, inputs, cli_env, tmp_path):
+    """(an executor Python without evtime and pyarrow: a bare virtualenv, as a cluster's
+    image without them is; it printed Spark's PythonException with a worker traceback)"""
+    bare = cluster.work / "bare-venv"
+    if not bare.exists():
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
+    r = _on_cluster(
+        cluster, cli_env, [*COMMANDS["adjust"][:-1], f"s3://{inputs}/in/readings.csv"],
+        tmp_path, python=str(bare / "bin" / "python"),
+    )  # fmt: skip
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith("evtime: Spark's Python workers cannot import "), lines[0]
+    assert "spark.archives" in lines[0]

@@ -15,7 +15,14 @@ import click
 
 from evtime import __version__, interrupts
 from evtime.cli.lazy import LazyGroup
-from evtime.errors import EvtimeError, ExitStatus, PipeClosed, from_spark, redact
+from evtime.errors import (
+    EvtimeError,
+    ExitStatus,
+    PipeClosed,
+    from_spark,
+    missing_on_workers,
+    redact,
+)
 
 COMMANDS = {
     "adjust": "evtime.cli.adjust:adjust",
@@ -125,7 +132,7 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as err:  # Spark errors, internal errors: one line unless -v
         if _verbose(argv):
             _traceback()
-        ours = from_spark(err)
+        ours = from_spark(err) or missing_on_workers(err)
         if ours is not None:
             _fail(str(ours), ours.exit_status)
         _fail(one_line(err), ExitStatus.ERROR)
