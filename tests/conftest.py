@@ -135,6 +135,41 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("where", EVERYWHERE, indirect=True)
 
 
+SAMPLED = ("local-cluster", "connect")
+
+
+def pytest_collection_modifyitems(config, items):
+    """On local-cluster and through Spark Connect (each CLI call several seconds), a test
+    with a matrix of parameters runs a covering set of its combinations: every value of
+    every parameter at least once (greedily, the combination that brings the most values
+    not yet covered first); locally, it runs them all.  The others are reported as
+    deselected."""
+    groups: dict[tuple[str, str], list] = {}
+    for item in items:
+        spec = getattr(item, "callspec", None)
+        if spec is not None and spec.params.get("where") in SAMPLED:
+            key = (item.nodeid.split("[")[0], spec.params["where"])
+            groups.setdefault(key, []).append(item)
+    dropped = []
+    for group in groups.values():
+        values = {
+            id(i): {(k, repr(v)) for k, v in i.callspec.params.items() if k != "where"}
+            for i in group
+        }
+        left, covered = list(group), set()
+        while left:
+            best = max(left, key=lambda i: len(values[id(i)] - covered))
+            if not values[id(best)] - covered:
+                break
+            covered |= values[id(best)]
+            left.remove(best)
+        dropped += left
+    if dropped:
+        gone = set(map(id, dropped))
+        items[:] = [i for i in items if id(i) not in gone]
+        config.hook.pytest_deselected(items=dropped)
+
+
 @pytest.fixture
 def where(request) -> str:
     return getattr(request, "param", "local")
