@@ -128,3 +128,58 @@ def test_a_signal_ends_evtime_and_everything_it_started(big_csv, tmp_path, cli_e
         time.sleep(0.1)
     left = _marked(mark)
     assert not left, _cmdlines(left)
+
+
+def test_ctrl_c_while_publishing_leaves_nothing(tmp_path, cli_env):
+    """SIGINT when the output is complete under its temporary name and not yet renamed
+    (the run paused there by EVTIME_CRASH_AT=publishing): exit 130, one line, neither the
+    output nor the temporary file left, no process evtime started alive."""
+    script = Path(sys.executable).parent / "evtime"
+    mark = f"evtime-test-{uuid.uuid4().hex}"
+    paused = tmp_path / "paused"
+    src = tmp_path / "in.csv"
+    start = 1_235_909_722_000_000_000
+    times = pa.array([start + (i * 7919 % 1000) * 1_000_000 for i in range(2000)])
+    pacsv.write_csv(pa.table({"time": times.cast(pa.timestamp("ns", "UTC"))}), src)
+    env = dict(
+        cli_env,
+        EVTIME_TEST_MARK=mark,
+        EVTIME_DRIVER_IO_MAX="0",  # (Spark's Python workers write the parts)
+        EVTIME_CRASH_AT="publishing",
+        EVTIME_CRASH_HARD="pause",
+        EVTIME_CRASH_PAUSED=str(paused),
+    )
+    out = tmp_path / "out"
+    out.mkdir()
+    proc = subprocess.Popen(
+        [str(script), *ADJUST, "-o", "sorted.csv", str(src)],
+        cwd=out,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not paused.exists():  # (the run reached the point: no guess at a time)
+            if proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"evtime did not reach the publishing point: {proc.stderr.read()}")
+            time.sleep(0.05)
+        temps = [n for n in os.listdir(out) if n.startswith(".sorted.csv.evtime-")]
+        assert temps and "sorted.csv" not in os.listdir(out)  # (complete, not renamed)
+        assert any(_is_jvm(c) for c in _cmdlines(_marked(mark)))  # (Spark still up)
+        os.killpg(proc.pid, signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 130, stderr
+    assert stderr.splitlines() == ["evtime: interrupted (SIGINT)"]
+    assert sorted(os.listdir(out)) == []  # no output, not even the temporary one
+    deadline = time.monotonic() + 5
+    while _marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = _marked(mark)
+    assert not left, _cmdlines(left)

@@ -20,13 +20,22 @@ MS = 1_000_000
 SETTINGS = spark_settings(8)
 
 
-def _seconds(ns: int | None) -> str:
-    """The sweep's duration text: '0.999s', '2s'; '' when there is none."""
-    if ns is None:
-        return ""
-    s, frac = divmod(ns, 1_000_000_000)
-    tail = f"{frac:09d}".rstrip("0")
-    return f"{s}.{tail}s" if tail else f"{s}s"
+def _seconds(ns: int | None) -> int | str:
+    """A hold as :func:`_csv` reads it back: ns; '' when there is none."""
+    return "" if ns is None else ns
+
+
+HOLDS = ("max_hold_s", "mean_hold_s")  # seconds, numbers (the unit in the name)
+
+
+def _csv(r) -> list[dict]:
+    """The sweep's CSV rows, its holds read as numbers of seconds and given in ns (a
+    float's shortest text reads back to the float: exact to the ns at these sizes)."""
+    rows = r.csv()
+    for row in rows:
+        for c in HOLDS:
+            row[c] = "" if row[c] == "" else round(float(row[c]) * 1e9)
+    return rows
 
 
 def expected_adjust(arrivals, unit_ns: int, range_n: int) -> dict[str, str]:
@@ -42,8 +51,8 @@ def expected_adjust(arrivals, unit_ns: int, range_n: int) -> dict[str, str]:
         "discarded": str(len(rows) - len(kept)),
         "held_at_end": str(len(kept) - len(by_arrival)),
         "max_hold_rows": str(max((r.released_by - r.arrival for r in by_arrival), default="")),
-        "max_hold_time": _seconds(max(holds, default=None)),
-        "mean_hold_time": _seconds(sum(holds) // len(holds) if holds else None),
+        "max_hold_s": _seconds(max(holds, default=None)),
+        "mean_hold_s": _seconds(sum(holds) // len(holds) if holds else None),
     }
 
 
@@ -80,7 +89,7 @@ def test_sweep_adjust_equals_model(run_cli, tmp_path, rows, ranges, keyed):
     )
     assert r.exit_code == 0, r.stderr
     arrivals = [((k,) if keyed else (), t) for (k, _), t in zip(rows, times, strict=True)]
-    assert r.csv() == [expected_adjust(arrivals, MS, n) for n in ranges]
+    assert _csv(r) == [expected_adjust(arrivals, MS, n) for n in ranges]
     assert f"read {len(rows)}, {len(ranges)} settings" in r.stderr
 
 
@@ -122,8 +131,8 @@ def test_sweep_adjust_seed(run_cli, unit):
             "discarded": 2,
             "held_at_end": 1,
             "max_hold_rows": 2,
-            "max_hold_time": "1s",  # C (23.123456) released when E moved ref to 24.123456
-            "mean_hold_time": "0.888889s",  # (0.777778 s for A + 1 s for C) / 2
+            "max_hold_s": 1.0,  # C (23.123456) released when E moved ref to 24.123456
+            "mean_hold_s": 0.888889,  # (0.777778 s for A + 1 s for C) / 2
         }
 
 
@@ -179,11 +188,11 @@ def test_sweep_table_on_request(run_cli):
         "discarded",
         "held_at_end",
         "max_hold_rows",
-        "max_hold_time",
-        "mean_hold_time",
+        "max_hold_s",
+        "mean_hold_s",
     ]
     assert set(rule.replace(" ", "")) == {"-"}
-    assert row.split() == ["999", "3", "2", "1", "2", "1s", "0.888889s"]
+    assert row.split() == ["999", "3", "2", "1", "2", "1", "0.888889"]
 
 
 # ---------------------------------------------------------------- merge --wait
@@ -209,8 +218,8 @@ def expected_merge(arrivals, wait_text: str, wait: int, **options) -> dict[str, 
         "discarded": str(sum(r.decision == "discarded" for r in rows)),
         "held_at_end": str(len(kept) - len(by_arrival)),
         "max_hold_rows": str(max((r.released_by - r.arrival for r in by_arrival), default="")),
-        "max_hold_time": _seconds(max(holds, default=None)),
-        "mean_hold_time": _seconds(sum(holds) // len(holds) if holds else None),
+        "max_hold_s": _seconds(max(holds, default=None)),
+        "mean_hold_s": _seconds(sum(holds) // len(holds) if holds else None),
     }
 
 
@@ -259,7 +268,7 @@ def test_sweep_merge_equals_model(run_cli, tmp_path, case):
     )
     assert r.exit_code == 0, r.stderr
     arrivals = [[Arrival(s, t, b, a) for _, t, b, a in rows] for s, rows in enumerate(sources)]
-    assert r.csv() == [expected_merge(arrivals, f"{w}ns", w, **options) for w in waits]
+    assert _csv(r) == [expected_merge(arrivals, f"{w}ns", w, **options) for w in waits]
 
 
 APAMA = ["E=" + str(SAMPLES / "merge/apama_e.csv"), "X=" + str(SAMPLES / "merge/apama_x.csv")]
@@ -286,7 +295,7 @@ def test_sweep_merge_seed(run_cli):
     want = [
         expected_merge(arrivals, t, w) for t, w in (("0s", 0), ("30m", hour // 2), ("1h", hour))
     ]
-    assert r.csv() == want
+    assert _csv(r) == want
     assert want[2]["discarded"] == "0" and want[0]["released"] == "0"  # the seed keeps all
     one = run_cli("merge", "--wait", "30m", *args)
     assert one.exit_code == 0, one.stderr
@@ -331,8 +340,8 @@ def expected_bound(events, setting: str, text: str, **cfg) -> dict[str, str]:
         "discarded": str(sum(r.decision == "discarded" for r in rows)),
         "held_at_end": str(len(kept) - len(held)),
         "max_hold_rows": str(max((n for n, _ in held), default="")),
-        "max_hold_time": _seconds(max(holds, default=None)),
-        "mean_hold_time": _seconds(sum(holds) // len(holds) if holds else None),
+        "max_hold_s": _seconds(max(holds, default=None)),
+        "mean_hold_s": _seconds(sum(holds) // len(holds) if holds else None),
     }
 
 
@@ -362,7 +371,7 @@ def test_sweep_bound_cti_delay_equals_model(run_cli, tmp_path, rows, every, dela
         )
         for d in delays
     ]
-    assert r.csv() == want
+    assert _csv(r) == want
 
 
 @SETTINGS
@@ -381,7 +390,7 @@ def test_sweep_bound_window_equals_model(run_cli, tmp_path, rows, sizes, late):
     assert r.exit_code == 0, r.stderr
     events = [Event((), 10**12 + t) for t in rows]
     want = [expected_bound(events, "window", f"{s}ns", size=s, late=late) for s in sizes]
-    assert r.csv() == want
+    assert _csv(r) == want
 
 
 def test_sweep_bound_seed_cti(run_cli):
@@ -408,7 +417,7 @@ def test_sweep_bound_seed_cti(run_cli):
         )
         for text, d in delays.items()
     ]
-    assert r.csv() == want
+    assert _csv(r) == want
     # (the story above, in the model's numbers)
     assert [(w["released"], w["discarded"]) for w in want] == [
         ("5", "2"), ("6", "1"), ("7", "0"), ("7", "0")

@@ -43,8 +43,8 @@ def explain_format(fmt: str | None, output: str) -> str:
 
     if fmt:
         return fmt
-    if output == "-":
-        return "table" if sys.stdout.isatty() else "csv"
+    if output == "-":  # (--delimiter, --tsv, --no-header: CSV, even on a terminal)
+        return "table" if sys.stdout.isatty() and not run.dialect_given() else "csv"
     return output_format(output, None)
 
 

@@ -152,6 +152,17 @@ flushable_input_options = _stack(
     section="Input",
 )
 
+# the text of CSV outputs (csvkit / xsv names); checked and applied by evtime.cli.run
+csv_options = (
+    click.option(
+        "--delimiter",
+        metavar="CHAR",
+        help="Field delimiter of CSV outputs (one ASCII character; \\t for a tab).",
+    ),
+    click.option("--tsv", is_flag=True, help="Tab-separated CSV outputs (--delimiter '\\t')."),
+    click.option("--no-header", "no_header", is_flag=True, help="CSV outputs without a header."),
+)
+
 output_options = _stack(
     click.option(
         "-o",
@@ -182,6 +193,7 @@ output_options = _stack(
         metavar="PATH",
         help="Also write discarded rows (their columns, arrival, reason, bound).",
     ),
+    *csv_options,
     section="Output",
 )
 
@@ -332,5 +344,6 @@ def table_output(what: str) -> Callable:
             help=f"Where to write {what}.",
         ),
         click.option("--overwrite", is_flag=True, help="Replace an existing output."),
+        *csv_options,
         section="Output",
     )

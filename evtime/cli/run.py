@@ -146,6 +146,85 @@ def _pyspark_error_logs(verbose: bool) -> None:
 OUTPUT_OPTIONS = (("-o", "output"), ("--discards", "discards"), ("--plot", "plot"))
 
 
+@dataclass(frozen=True)
+class Dialect:
+    """The text of the run's CSV outputs (--delimiter / --tsv / --no-header)."""
+
+    delimiter: str = ","
+    header: bool = True
+
+
+def _params() -> dict:
+    ctx = click.get_current_context(silent=True)
+    return ctx.params if ctx else {}
+
+
+def dialect_given(params: dict | None = None) -> bool:
+    """Whether the command was given --delimiter, --tsv or --no-header."""
+    p = _params() if params is None else params
+    return bool(p.get("delimiter") is not None or p.get("tsv") or p.get("no_header"))
+
+
+def output_formats(params: dict) -> list[tuple[str, str, str]]:
+    """(option, path, format) of the run's -o and --discards (explain's table on a
+    terminal: CSV when a CSV option is given, see :func:`evtime.cli.explain.explain_format`)."""
+    from evtime.io.writer import output_format
+
+    out = params.get("output")
+    forced = params.get("fmt") or params.get("output_format")
+    if "fmt" in params and not forced and out in (None, "-"):
+        forced = "csv"  # (explain, sweep: a table on a terminal, but for these options)
+    found = []
+    if out:
+        found.append(("-o", out, output_format(out, forced)))
+    if params.get("discards"):
+        found.append(("--discards", params["discards"], output_format(params["discards"], None)))
+    return found
+
+
+def dialect(params: dict | None = None) -> Dialect:
+    """The run's CSV dialect from its options, checked (a usage error, exit 2): one ASCII
+    character (``\\t``: a tab) that is not a quote or a line break; not both --tsv and
+    --delimiter; only where an output of the run is CSV (not with an explicit --format
+    table)."""
+    p = _params() if params is None else params
+    if not dialect_given(p):
+        return Dialect()
+    given = [o for o, k in (("--delimiter", "delimiter"), ("--tsv", "tsv")) if p.get(k)]
+    if p.get("delimiter") is not None and p.get("tsv"):
+        raise UsageError("--tsv is --delimiter '\\t': give one of them")
+    delim = "\t" if p.get("tsv") else p.get("delimiter")
+    if delim is None:
+        delim = ","
+    if delim == "\\t":
+        delim = "\t"
+    if len(delim) != 1 or not delim.isascii() or delim in '"\r\n':
+        raise UsageError(
+            f"--delimiter {delim!r}: give one ASCII character other than a quote or a line "
+            "break, e.g. ';' or '|' (\\t, or --tsv, for a tab)"
+        )
+    opts = " / ".join([*given, *(["--no-header"] if p.get("no_header") else [])])
+    formats = output_formats(p)
+    if any(f == "table" for _, _, f in formats):
+        raise UsageError(f"{opts}: for CSV outputs; --format table is a table for reading")
+    if formats and not any(f == "csv" for _, _, f in formats):
+        names = {"parquet": "Parquet", "jsonl": "JSON Lines"}
+        shown = ", ".join(f"{o} {path} is {names.get(f, f)}" for o, path, f in formats)
+        raise UsageError(f"{opts}: for CSV outputs, and this run writes none ({shown})")
+    return Dialect(delim, not p.get("no_header"))
+
+
+def with_dialect(sinks) -> None:
+    """The run's CSV dialect given to its CSV outputs (evtime's own state files are
+    Parquet): the one place the CSV options reach the sinks."""
+    if not dialect_given():
+        return
+    d = dialect()
+    for s in sinks:
+        if s.fmt == "csv" and not s.raw:
+            s.delimiter, s.header = d.delimiter, d.header
+
+
 def _check_outputs() -> None:
     """The command's -o, --discards and --plot refused before Spark starts when two name
     the same file (a usage error), when one cannot be created (its directory missing or
@@ -157,6 +236,7 @@ def _check_outputs() -> None:
     from evtime.io.writer import check_creatable, check_distinct, check_path
 
     named = [(opt, params.get(key)) for opt, key in OUTPUT_OPTIONS if params.get(key)]
+    dialect(params)  # (a usage error: exit 2)
     check_distinct(named)  # (a usage error: exit 2)
     for opt, path in named:  # every output can be created: before the first Spark job
         check_creatable(path, opt)
@@ -540,6 +620,7 @@ def publish_jobs(
     from evtime.io.staging import shared_dir
 
     for _, sinks, _ in jobs:
+        with_dialect(sinks)
         for s in sinks:
             writer.check_sink(s)
     with shared_dir() as staging:
@@ -766,6 +847,7 @@ def commit_jobs(sinks, jobs, stf: Stateful, meta: dict) -> dict[str, int]:
     from evtime.io.staging import shared_dir
     from evtime.io.state import crash_point
 
+    with_dialect(sinks)
     for s in sinks:
         writer.check_sink(s)
     with shared_dir() as staging:

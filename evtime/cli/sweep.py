@@ -18,8 +18,8 @@ COLUMNS = (
     "discarded",
     "held_at_end",
     "max_hold_rows",
-    "max_hold_time",
-    "mean_hold_time",
+    "max_hold_s",
+    "mean_hold_s",
 )
 
 SWEEP_COMMANDS = {
@@ -52,26 +52,24 @@ def _int_list(ctx, param, value):
 sweep_output = options.table_output("the table of settings")
 
 
-def _duration_text(ns: int | None) -> str | None:
-    """ns (>= 0) -> '0.999s', '90s', '1.000000001s' (as explain's reasons write them)."""
-    if ns is None:
-        return None
-    s, frac = divmod(ns, 1_000_000_000)
-    tail = f"{frac:09d}".rstrip("0")
-    return f"{s}.{tail}s" if tail else f"{s}s"
+def _seconds(ns: int | None) -> float | None:
+    """A hold in ns (>= 0) as seconds, the number a ``*_s`` column holds (written as the
+    shortest text that reads back to it: 0.999, 90, 1.000000001; exact to the ns below
+    10^6 s)."""
+    return None if ns is None else ns / 1e9
 
 
 def _publish(spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool) -> None:
     """Write the (small) table of settings like explain writes its rows; the setting's
     column is an integer when ``numeric``, else text (durations)."""
     import pyarrow as pa
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     from evtime.cli.explain import explain_format
     from evtime.io.reader import Layout
     from evtime.io.writer import ROUTE, Sink
 
-    types = {"max_hold_time": StringType(), "mean_hold_time": StringType()}
+    types = {"max_hold_s": DoubleType(), "mean_hold_s": DoubleType()}
     schema = StructType(
         [
             StructField(setting, LongType() if numeric else StringType()),
@@ -113,8 +111,8 @@ def _rows(summary, shown: list, setting: str, read: int, bad: int = 0) -> list[d
                 "discarded": discarded + bad,
                 "held_at_end": r["held_at_end"] if r else 0,
                 "max_hold_rows": r["max_hold_rows"] if r else None,
-                "max_hold_time": _duration_text(r["max_hold_ns"] if r else None),
-                "mean_hold_time": _duration_text(r["mean_hold_ns"] if r else None),
+                "max_hold_s": _seconds(r["max_hold_ns"] if r else None),
+                "mean_hold_s": _seconds(r["mean_hold_ns"] if r else None),
             }
         )
     return rows

@@ -52,10 +52,19 @@ class InjectedCrash(BaseException):
 
 def crash_point(name: str) -> None:
     """Fail here when ``EVTIME_CRASH_AT`` names this point (crash tests only):
-    ``raise`` (default) or, with ``EVTIME_CRASH_HARD=1``, kill the process at once."""
+    ``raise`` (default) or, with ``EVTIME_CRASH_HARD=1``, kill the process at once; with
+    ``EVTIME_CRASH_HARD=pause``, create the file ``EVTIME_CRASH_PAUSED`` and wait there
+    for a signal (interrupt tests: a signal at a known point, no timing)."""
     if os.environ.get("EVTIME_CRASH_AT") == name:
         if os.environ.get("EVTIME_CRASH_HARD") == "1":
             os._exit(137)
+        if os.environ.get("EVTIME_CRASH_HARD") == "pause":
+            import signal
+
+            with open(os.environ["EVTIME_CRASH_PAUSED"], "w") as fh:
+                fh.write(name)
+            while True:
+                signal.pause()
         raise InjectedCrash(name)
 
 
