@@ -78,6 +78,8 @@ class Inputs:
     text: tuple[str, ...] | None = None
     # other columns read as time (merge --arrival): CSV keeps their text, as the time's
     text_times: tuple[str, ...] = ()
+    # the CSV columns read in their text's type also carry their text (bound --discards)
+    keep_text: bool = False
 
 
 @dataclass
@@ -201,6 +203,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
         inp.text is not None,
         inp.text or (),
         inp.text_times,
+        inp.keep_text,
     )
     files, lay = [], None
     if inp.inputs or before_spark is None:
@@ -466,12 +469,15 @@ def discards_sink(
     routes: tuple[str, ...] = ("discard",),
     copies: dict[str, str] | None = None,
     command: str = "",
+    texts: tuple[str, ...] = (),
 ):
     """The ``--discards`` sink: the row's own columns (plus ``extra``), then its arrival
     number, the reason and the bound it missed.  A row's own column named like one of these
     is written as ``row_<name>`` (as explain does), from its copy in ``copies`` (see
-    :func:`keep_own`)."""
+    :func:`keep_own`).  The columns in ``texts`` are written from their text as read
+    (:attr:`evtime.io.reader.Layout.texts`), the others restored to their input type."""
     from evtime.engine.present import renamed
+    from evtime.io.reader import TEXT
     from evtime.io.writer import Derived, Sink, output_format
 
     copies = copies or {}
@@ -481,7 +487,7 @@ def discards_sink(
                 f"--discards adds a column {name!r} after the row's own: name the added "
                 f"column {name!r} otherwise (--as / --source-as NAME)"
             )
-    clash = [c for c in DISCARD_COLUMNS if c in own and c not in copies]
+    clash = [c for c in DISCARD_COLUMNS if c in own and c not in copies and c not in texts]
     if clash:  # (no copy: the operator's own column replaced the row's)
         raise UsageError(f"--discards adds columns {', '.join(clash)} that the input has")
     shown = renamed(list(own), {*DISCARD_COLUMNS, *extra})
@@ -494,8 +500,11 @@ def discards_sink(
         [*(s for _, s in shown), *extra, *DISCARD_COLUMNS],
         [*ns, "bound"],
         overwrite,
-        derived={s: Derived(copies[c]) for c, s in shown if c != s},
-        own={s: c for c, s in shown},
+        derived={
+            **{s: Derived(copies[c]) for c, s in shown if c != s and c not in texts},
+            **{s: Derived(TEXT + c) for c, s in shown if c in texts},
+        },
+        own={s: c for c, s in shown if c not in texts},
     )
 
 
@@ -720,6 +729,7 @@ def _layout_record(lay) -> dict:
         "text": lay.text,
         "csv": lay.csv,
         "time": lay.time_col,
+        "csv columns": sorted(lay.csv_names),
     }
 
 
@@ -742,7 +752,12 @@ def _saved_layout(sd, st):
     # they were, each a type of its own)
     raw = schema("raw") if "raw" in saved else schema("schema")
     text, csv = saved.get("text", False), saved.get("csv", False)
-    return Layout(schema("schema"), saved["time"], raw, text, csv)
+    kept = schema("schema")
+    if "csv columns" in saved:
+        csv_names = frozenset(saved["csv columns"])
+    else:  # (written before it was kept: the text columns of a CSV stream)
+        csv_names = frozenset(f.name for f in kept if csv and pa.types.is_string(f.type))
+    return Layout(kept, saved["time"], raw, text, csv, csv_names=csv_names)
 
 
 def write_and_commit(df, sinks, lay, stf: Stateful, state_sinks, meta: dict) -> dict[str, int]:
