@@ -339,13 +339,23 @@ def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard")
     from pyspark.sql import functions as F
 
     from evtime.engine.scan import AFTER_PARTS
-    from evtime.io.reader import BAD, FILE, PART, ROW
+    from evtime.io.reader import BAD, FILE, PART, ROW, TEXT
     from evtime.io.writer import ROUTE
 
     route_col = F.lit(route) if isinstance(route, str) else route
-    bad = inp.rejected.sort(FILE, ROW).withColumns(
-        {ROUTE: route_col, "reason": F.col(BAD), **(columns or {})}
-    )
+    bad = inp.rejected.sort(FILE, ROW)
+    # the row's own columns named like the discards' arrival, reason, bound: in df those
+    # names are evtime's (the row's own go in a copy, or in their text): so in the bad rows
+    copies = {c: f"_evt_own_{c}" for c in DISCARD_COLUMNS if f"_evt_own_{c}" in df.columns}
+    theirs = [
+        c
+        for c in DISCARD_COLUMNS
+        if c in bad.columns and (c in copies or f"{TEXT}{c}" in df.columns)
+    ]
+    if theirs:
+        bad = bad.withColumns({copies[c]: F.col(c) for c in theirs if c in copies})
+        bad = bad.drop(*theirs)
+    bad = bad.withColumns({ROUTE: route_col, "reason": F.col(BAD), **(columns or {})})
     bad = bad.select(*[c for c in df.columns if c in bad.columns])
     types = dict(df.dtypes)
     missing = {c: F.lit(None).cast(types[c]) for c in df.columns if c not in bad.columns}
