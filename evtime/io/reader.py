@@ -612,9 +612,12 @@ def _as_read(f: InputFile, lay: Layout, opts: ReadOptions) -> pa.Schema:
             schema = schema.set(schema.get_field_index(name), pa.field(name, pa.string()))
     elif f.fmt == "jsonl":  # (a value in a text column: read as its JSON type, then text)
         own = formats.file_schema(f)
-        for name in lay.as_text:
-            if name != lay.time_col and name in own.names:
+        for name in lay.csv_names:
+            text = _is_text(lay.schema.field(name).type) if name in lay.schema.names else False
+            if text and name != lay.time_col and name in own.names:
                 t = own.field(name).type
+                if pa.types.is_null(t) and lay.raw is not None and name in lay.raw.names:
+                    t = lay.raw.field(name).type  # (no value in its first block: the union's)
                 if not pa.types.is_null(t):
                     schema = schema.set(schema.get_field_index(name), pa.field(name, t))
     t = lay.schema.field(lay.time_col).type
