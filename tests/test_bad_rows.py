@@ -128,7 +128,8 @@ def test_value_that_does_not_convert(run_cli, workdir):
     assert r.exit_code == 0, r.stderr
     assert f"read {n + 1}," in r.stderr and "discarded 1" in r.stderr, r.stderr
     (late,) = _rows(workdir / "d.csv")
-    assert late["v"] == "" and late["pad"] == "p" * 20
+    # (--discards writes the row as it was written: the bad value too, issue 49)
+    assert late["v"] == "oops" and late["pad"] == "p" * 20
     assert f"(file x.csv line {n + 2} column v)" in late["reason"]
 
 
@@ -199,12 +200,24 @@ def test_header_only_file_is_zero_rows(run_cli, workdir):
 
 
 def test_missing_column_and_type_conflict_fail_even_with_discard(run_cli, workdir):
-    _write(workdir, "a.csv", f"v,time\n1,{T.format(0)}\n")
-    _write(workdir, "b.csv", f"v,time\nx,{T.format(1)}\n")
+    _write(workdir, "a.jsonl", f'{{"v": 1, "time": "{T.format(0)}"}}\n')
+    _write(workdir, "b.jsonl", f'{{"v": "x", "time": "{T.format(1)}"}}\n')
     _write(workdir, "c.csv", "v\n1\n")
-    _fails(run_cli(*ADJ, "--bad-rows", "discard", "a.csv", "b.csv"), "'v'", "a.csv", "b.csv")
-    _fails(run_cli(*ADJ, "--bad-rows", "discard", "a.csv", "c.csv"), "c.csv", "'time'")
-    assert sorted(p.name for p in workdir.iterdir()) == ["a.csv", "b.csv", "c.csv"]
+    _fails(
+        run_cli(*ADJ, "--bad-rows", "discard", "a.jsonl", "b.jsonl"), "'v'", "a.jsonl", "b.jsonl"
+    )
+    _fails(run_cli(*ADJ, "--bad-rows", "discard", "a.jsonl", "c.csv"), "c.csv", "'time'")
+    assert sorted(p.name for p in workdir.iterdir()) == ["a.jsonl", "b.jsonl", "c.csv"]
+
+
+def test_csv_columns_never_conflict(run_cli, workdir):
+    """CSV is text (issue 49): a column whose text reads as a number in one CSV file and
+    not in another is one text column, each value as written (no longer refused)."""
+    _write(workdir, "a.csv", f"v,time\n01,{T.format(0)}\n")
+    _write(workdir, "b.csv", f"v,time\nx,{T.format(1)}\n")
+    r = run_cli(*ADJ, "a.csv", "b.csv")
+    assert r.exit_code == 0, r.stderr
+    assert [x["v"] for x in r.csv()] == ["01", "x"]
 
 
 def test_bad_rows_do_not_move_the_reference(run_cli, workdir):

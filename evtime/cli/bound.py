@@ -213,8 +213,12 @@ def _analysed(aggregate, columns: list[str]):
         raise UsageError(f"--agg: {first}") from None
 
 
-def _sinks(kw, spec, lay):
-    """The output sink (its columns set by :func:`_output`) and the --discards sink."""
+def _sinks(kw, spec, lay, df):
+    """The output sink (its columns set by :func:`_output`) and the --discards sink, and
+    ``df`` with what the discards need: the row's own columns named like the discards'
+    ``arrival``, ``reason`` and ``bound`` kept before the operator adds its own (they are
+    written as ``row_<name>``), and its CSV values written as they were, from their text
+    (:attr:`~evtime.io.reader.Layout.texts`), not the types --agg computes with."""
     from evtime.io.writer import Sink, check_sink, output_format
 
     out_fmt = output_format(kw["output"], kw["output_format"])
@@ -222,10 +226,21 @@ def _sinks(kw, spec, lay):
     out = Sink("output", ("out",), kw["output"], out_fmt, [], ns, kw["overwrite"])
     sinks = [out]
     if kw["discards"]:
-        sinks.append(run.discards_sink(kw["discards"], kw["overwrite"], lay.schema.names))
+        names = lay.schema.names
+        df, copies = run.keep_own(df, [c for c in names if c not in lay.texts])
+        sinks.append(
+            run.discards_sink(
+                kw["discards"],
+                kw["overwrite"],
+                names,
+                copies=copies,
+                command="bound",
+                texts=lay.texts,
+            )
+        )
     for s in sinks:
         check_sink(s)
-    return sinks
+    return sinks, df
 
 
 def _output(w, spec, names, out, lay, arrivals: int | None = None, made=None):
@@ -312,6 +327,7 @@ def bound(**kw) -> None:
     spec = spec_of(kw, inp.keys)
     # (--agg computes with CSV columns: read as their text reads, but the marker column)
     inp.text = (spec.marker[0],) if spec.marker else ()
+    inp.keep_text = bool(kw["discards"])  # (but the discards are written as they were read)
     record = _state_record(kw, spec, inp)
     items = _items(kw)
     from evtime.errors import UsageError
@@ -386,7 +402,7 @@ def _bound(kw, spec, items, ses, inp, started, df, lay) -> None:
     from evtime.engine import bound as engine
 
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
-    sinks = _sinks(kw, spec, lay)
+    sinks, df = _sinks(kw, spec, lay, df)
     if all(isinstance(a, str) for a in items):
         n = _in_one_pass(df, spec, items, sinks, lay, inp, read)
         counts = _counts(n)
@@ -490,7 +506,7 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
 
     good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
     read = good + run.rejected_count(inp)
-    sinks = _sinks(kw, spec, lay)
+    sinks, df = _sinks(kw, spec, lay, df)
     held, carried = stf.read(spark, "held.parquet"), stf.read(spark, "keys.parquet")
     carried = carried if carried is not None else bs.no_state(df, spec)
     cl = engine.prepare(df, spec, carried, stf.st.arrivals, inp.one_chunk, inp.as_read)

@@ -78,6 +78,8 @@ class Inputs:
     text: tuple[str, ...] | None = None
     # other columns read as time (merge --arrival): CSV keeps their text, as the time's
     text_times: tuple[str, ...] = ()
+    # the CSV columns read in their text's type also carry their text (bound --discards)
+    keep_text: bool = False
 
 
 @dataclass
@@ -281,6 +283,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
         inp.text is not None,
         inp.text or (),
         inp.text_times,
+        inp.keep_text,
     )
     files, lay = [], None
     if inp.inputs or before_spark is None:
@@ -416,13 +419,23 @@ def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard")
     from pyspark.sql import functions as F
 
     from evtime.engine.scan import AFTER_PARTS
-    from evtime.io.reader import BAD, FILE, PART, ROW
+    from evtime.io.reader import BAD, FILE, PART, ROW, TEXT
     from evtime.io.writer import ROUTE
 
     route_col = F.lit(route) if isinstance(route, str) else route
-    bad = inp.rejected.sort(FILE, ROW).withColumns(
-        {ROUTE: route_col, "reason": F.col(BAD), **(columns or {})}
-    )
+    bad = inp.rejected.sort(FILE, ROW)
+    # the row's own columns named like the discards' arrival, reason, bound: in df those
+    # names are evtime's (the row's own go in a copy, or in their text): so in the bad rows
+    copies = {c: f"_evt_own_{c}" for c in DISCARD_COLUMNS if f"_evt_own_{c}" in df.columns}
+    theirs = [
+        c
+        for c in DISCARD_COLUMNS
+        if c in bad.columns and (c in copies or f"{TEXT}{c}" in df.columns)
+    ]
+    if theirs:
+        bad = bad.withColumns({copies[c]: F.col(c) for c in theirs if c in copies})
+        bad = bad.drop(*theirs)
+    bad = bad.withColumns({ROUTE: route_col, "reason": F.col(BAD), **(columns or {})})
     bad = bad.select(*[c for c in df.columns if c in bad.columns])
     types = dict(df.dtypes)
     missing = {c: F.lit(None).cast(types[c]) for c in df.columns if c not in bad.columns}
@@ -546,12 +559,15 @@ def discards_sink(
     routes: tuple[str, ...] = ("discard",),
     copies: dict[str, str] | None = None,
     command: str = "",
+    texts: tuple[str, ...] = (),
 ):
     """The ``--discards`` sink: the row's own columns (plus ``extra``), then its arrival
     number, the reason and the bound it missed.  A row's own column named like one of these
     is written as ``row_<name>`` (as explain does), from its copy in ``copies`` (see
-    :func:`keep_own`)."""
+    :func:`keep_own`).  The columns in ``texts`` are written from their text as read
+    (:attr:`evtime.io.reader.Layout.texts`), the others restored to their input type."""
     from evtime.engine.present import renamed
+    from evtime.io.reader import TEXT
     from evtime.io.writer import Derived, Sink, output_format
 
     copies = copies or {}
@@ -561,7 +577,7 @@ def discards_sink(
                 f"--discards adds a column {name!r} after the row's own: name the added "
                 f"column {name!r} otherwise (--as / --source-as NAME)"
             )
-    clash = [c for c in DISCARD_COLUMNS if c in own and c not in copies]
+    clash = [c for c in DISCARD_COLUMNS if c in own and c not in copies and c not in texts]
     if clash:  # (no copy: the operator's own column replaced the row's)
         raise UsageError(f"--discards adds columns {', '.join(clash)} that the input has")
     shown = renamed(list(own), {*DISCARD_COLUMNS, *extra})
@@ -574,8 +590,11 @@ def discards_sink(
         [*(s for _, s in shown), *extra, *DISCARD_COLUMNS],
         [*ns, "bound"],
         overwrite,
-        derived={s: Derived(copies[c]) for c, s in shown if c != s},
-        own={s: c for c, s in shown},
+        derived={
+            **{s: Derived(copies[c]) for c, s in shown if c != s and c not in texts},
+            **{s: Derived(TEXT + c) for c, s in shown if c in texts},
+        },
+        own={s: c for c, s in shown if c not in texts},
     )
 
 
@@ -801,6 +820,7 @@ def _layout_record(lay) -> dict:
         "text": lay.text,
         "csv": lay.csv,
         "time": lay.time_col,
+        "csv columns": sorted(lay.csv_names),
     }
 
 
@@ -823,7 +843,12 @@ def _saved_layout(sd, st):
     # they were, each a type of its own)
     raw = schema("raw") if "raw" in saved else schema("schema")
     text, csv = saved.get("text", False), saved.get("csv", False)
-    return Layout(schema("schema"), saved["time"], raw, text, csv)
+    kept = schema("schema")
+    if "csv columns" in saved:
+        csv_names = frozenset(saved["csv columns"])
+    else:  # (written before it was kept: the text columns of a CSV stream)
+        csv_names = frozenset(f.name for f in kept if csv and pa.types.is_string(f.type))
+    return Layout(kept, saved["time"], raw, text, csv, csv_names=csv_names)
 
 
 def write_and_commit(df, sinks, lay, stf: Stateful, state_sinks, meta: dict) -> dict[str, int]:

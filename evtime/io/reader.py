@@ -41,6 +41,7 @@ SEQ_FILE_SHIFT = 40
 CHUNK_SHIFT = 20
 PART = "_evt_part"  # the output part of a row (engine.scan.sort_in_parts; the writer)
 SPAN = "_evt_span"  # (while reading spans of big text files: which one; -1 - it: malformed)
+TEXT = "_evt_text_"  # + a column's name: its text, as written (Layout.texts)
 TIME_NAMES = ("time", "timestamp", "ts", "rowtime", "event_time")
 
 
@@ -60,6 +61,12 @@ class Layout:
     # first block), for what computes with them (bound's --agg); None: as ``schema``
     guessed: pa.Schema | None = field(default=None, compare=False)
     as_text: frozenset[str] = field(default=frozenset(), compare=False)  # (those columns)
+    # the columns of the CSV inputs (of every run of a --state stream): text, as written
+    csv_names: frozenset[str] = field(default=frozenset(), compare=False)
+    # columns read in a type that also carry their text (as written in a CSV input, else
+    # their value's text: :func:`value_text`) as ``TEXT + name`` (bound --discards)
+    texts: tuple[str, ...] = field(default=(), compare=False)
+    opts: ReadOptions | None = field(default=None, compare=False)  # (how it was made)
 
     def spark_type(self, t: pa.DataType) -> pa.DataType:
         if pa.types.is_timestamp(t) or pa.types.is_time(t) or pa.types.is_duration(t):
@@ -75,6 +82,11 @@ class Layout:
     @property
     def carried(self) -> pa.Schema:
         return pa.schema([pa.field(f.name, self.spark_type(f.type)) for f in self.schema])
+
+    @property
+    def text_fields(self) -> list[pa.Field]:
+        """The hidden columns that carry the text of :attr:`texts`."""
+        return [pa.field(TEXT + n, pa.string()) for n in self.texts]
 
     def restore(self, name: str, arr: pa.Array) -> pa.Array:
         """A carried column back to the type it had in the input."""
@@ -97,6 +109,8 @@ class ReadOptions:
     all_typed: bool = False
     text: tuple[str, ...] = ()
     text_times: tuple[str, ...] = ()  # other columns read as time (merge --arrival)
+    # the CSV columns read in a type other than text also carry their text (Layout.texts)
+    keep_text: bool = False
 
 
 def suggest(name: str, names: list[str]) -> str:
@@ -104,21 +118,25 @@ def suggest(name: str, names: list[str]) -> str:
     return f" - did you mean {close[0]!r}?" if close else ""
 
 
-def wider(have: pa.DataType, t: pa.DataType, time: bool) -> pa.DataType | None:
+def wider(have: pa.DataType, t: pa.DataType, text: bool) -> pa.DataType | None:
     """The type of a column that is ``have`` in one input and ``t`` in another (None: they
     conflict).  A column without a value (null) takes the other's type, int with float is
-    float; the time column (each file's times are parsed on their own) becomes text."""
+    float; ``text`` (the time column, each file's times parsed on their own, and a column
+    of a CSV input, whose values are text): otherwise text."""
     if have == t or pa.types.is_null(t):
         return have
     if pa.types.is_null(have) or pa.types.is_integer(have) and pa.types.is_floating(t):
         return t
     if pa.types.is_floating(have) and pa.types.is_integer(t):
         return have
-    return pa.string() if time else None
+    return pa.string() if text else None
 
 
-def _union(schemas: list[tuple[pa.Schema, str]], time_col: str | None) -> pa.Schema:
-    """One schema over all ``(schema, where)`` (union by name, :func:`wider`)."""
+def _union(
+    schemas: list[tuple[pa.Schema, str]], time_col: str | None, texts: frozenset[str] = frozenset()
+) -> pa.Schema:
+    """One schema over all ``(schema, where)`` (union by name, :func:`wider`; ``texts``: the
+    columns of CSV inputs)."""
     fields: dict[str, tuple[pa.DataType, str]] = {}
     for schema, shown in schemas:
         for fld in schema:
@@ -126,7 +144,7 @@ def _union(schemas: list[tuple[pa.Schema, str]], time_col: str | None) -> pa.Sch
                 fields[fld.name] = (fld.type, shown)
                 continue
             have, where = fields[fld.name]
-            t = wider(have, fld.type, fld.name == time_col)
+            t = wider(have, fld.type, fld.name == time_col or fld.name in texts)
             if t is None:
                 raise InputError(
                     f"column {fld.name!r} is {have} in {where} but {fld.type} in {shown}: "
@@ -173,27 +191,83 @@ def layout(files: list[InputFile], opts: ReadOptions) -> Layout:
                 f"{what} in {files[0].shown}: name one with --time COL; columns: {', '.join(names)}"
             )
         time_col = found[0]
-    raw = _union([(formats.file_schema(f), f.shown) for f in files], time_col)
+    csv_names = frozenset(n for f in files if f.fmt == "csv" for n in formats.file_schema(f).names)
+    raw = _union([(formats.file_schema(f), f.shown) for f in files], time_col, csv_names)
     text = any(f.fmt != "parquet" for f in files)
     csv = any(f.fmt == "csv" for f in files)
     schema = _defaults(raw, time_col, text, csv)
+    return _as_written(schema, time_col, raw, text, csv, csv_names, opts)
+
+
+def _as_written(
+    schema: pa.Schema,
+    time_col: str,
+    raw: pa.Schema,
+    text: bool,
+    csv: bool,
+    csv_names: frozenset[str],
+    opts: ReadOptions,
+) -> Layout:
+    """The layout of ``schema`` (the union's types): CSV is text, so a column of a CSV input
+    passes through as it was written (01 stays 01, True stays True, 1.50 stays 1.50), and
+    is text in every input (a Parquet or JSON Lines value in it becomes its text,
+    :func:`value_text`), except the keys and --order-by, and with ``all_typed`` (bound,
+    whose --agg computes with them) all but ``text``: read as their text reads (pyarrow's
+    guess), and, with ``keep_text``, carrying their text too (:attr:`Layout.texts`)."""
     if csv:  # (columns read as time, as the time column: parsed from their text)
         for name in opts.text_times:
             i = schema.get_field_index(name)
             if i >= 0:
                 schema = schema.set(i, pa.field(name, pa.string()))
-    guessed = None
-    if files and all(f.fmt == "csv" for f in files):
-        # CSV is text: a column passes through as it was written (01 stays 01, True stays
-        # True, 1.50 stays 1.50), except the keys and --order-by, read as their text reads
-        guessed = schema
-        typed = {*schema.names} - {*opts.text} if opts.all_typed else {*opts.typed}
-        schema = pa.schema(
-            [f if f.name in typed else pa.field(f.name, pa.string()) for f in schema]
+    if not csv_names:
+        return Layout(schema, time_col, raw, text, csv, opts=opts)
+    guessed = schema
+    typed = {*schema.names} - {*opts.text} if opts.all_typed else {*opts.typed}
+    as_text = csv_names - typed
+    schema = pa.schema([pa.field(f.name, pa.string()) if f.name in as_text else f for f in schema])
+    texts: tuple[str, ...] = ()
+    if opts.keep_text:
+        texts = tuple(
+            f.name
+            for f in schema
+            if f.name in csv_names
+            and f.name not in opts.typed
+            and f.name != time_col
+            and not _is_text(f.type)
+            and _from_text(f.type)
         )
-        as_text = frozenset(schema.names) - typed
-        return Layout(schema, time_col, raw, text, csv, guessed, as_text)
-    return Layout(schema, time_col, raw, text, csv, guessed)
+    return Layout(schema, time_col, raw, text, csv, guessed, as_text, csv_names, texts, opts)
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _from_text(t: pa.DataType) -> bool:
+    """Whether Arrow converts text to type ``t`` (as a CSV value that does not convert is
+    found, :func:`_convert`)."""
+    try:
+        pa.array([], pa.string()).cast(t)
+        return True
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        return False
+
+
+def value_text(arr: pa.Array) -> pa.Array:
+    """The values of a typed column as text: as evtime writes them in a CSV output (times
+    ISO-8601 with 9 fractional digits, lists and structs as JSON, others as Arrow casts
+    them: 12, 1.5, true)."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
+    if pa.types.is_timestamp(arr.type):
+        return format_ns(arr)
+    if pa.types.is_nested(arr.type):
+        from evtime.io.jsonlines import json_text
+
+        return json_text(arr)
+    return arr if pa.types.is_string(arr.type) else arr.cast(pa.string())
 
 
 def continued(earlier: Layout, now: Layout, files: list[InputFile], where: str) -> Layout:
@@ -201,21 +275,16 @@ def continued(earlier: Layout, now: Layout, files: list[InputFile], where: str) 
     whose own inputs ``files`` have ``now``: the layout one run over all those inputs has,
     the earlier runs' union taking the place of their files (:func:`wider`: a column
     without a value in the earlier runs or in this one takes the other's type, int64 with
-    double is double; a conflict names the file, the earlier runs as ``where``).  Columns
-    in the earlier runs' order, then this run's new ones.  When this run reads CSV as
-    text (``now.guessed``) after CSV runs, the columns it reads as text stay text."""
+    double is double, a column of a CSV input in any run is text; a conflict names the
+    file, the earlier runs as ``where``).  Columns in the earlier runs' order, then this
+    run's new ones."""
     assert earlier.raw is not None
+    csv_names = earlier.csv_names | now.csv_names
     schemas = [(earlier.raw, where), *((formats.file_schema(f), f.shown) for f in files)]
-    raw = _union(schemas, now.time_col)
+    raw = _union(schemas, now.time_col, csv_names)
     text, csv = earlier.text or now.text, earlier.csv or now.csv
     schema = _defaults(raw, now.time_col, text, csv)
-    guessed = None
-    if now.guessed is not None and earlier.csv:
-        guessed = schema
-        schema = pa.schema(
-            [pa.field(f.name, pa.string()) if f.name in now.as_text else f for f in schema]
-        )
-    return Layout(schema, now.time_col, raw, text, csv, guessed, now.as_text)
+    return _as_written(schema, now.time_col, raw, text, csv, csv_names, now.opts or ReadOptions())
 
 
 def empty_inputs(files: list[InputFile]) -> list[str]:
@@ -388,12 +457,12 @@ def _convert(arr: pa.Array, want: pa.DataType, name: str, probs: _Problems) -> p
     return pa.array(out, want)
 
 
-def _from_bytes(batch: pa.RecordBatch, lay: Layout, probs: _Problems) -> pa.RecordBatch:
-    """A CSV batch read as raw bytes (it has a bad value) -> the layout's types."""
+def _from_bytes(batch: pa.RecordBatch, schema: pa.Schema, probs: _Problems) -> pa.RecordBatch:
+    """A CSV batch read as raw bytes (it has a bad value) -> the types of ``schema``."""
     arrays = []
     for name in batch.schema.names:
         arr = batch.column(name)
-        want = lay.schema.field(name).type if name in lay.schema.names else pa.string()
+        want = schema.field(name).type if name in schema.names else pa.string()
         if pa.types.is_binary(arr.type) and not pa.types.is_binary(want):
             arr = _convert(arr, want, name, probs)
         arrays.append(arr)
@@ -410,6 +479,8 @@ def _as_carried(arr: pa.Array, fld: pa.Field, want: pa.DataType) -> pa.Array:
         arr = arr.cast(pa.int64())
     elif pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
+    if pa.types.is_string(want) and not _is_text(arr.type):
+        return value_text(arr)  # (a column that is text in a CSV input)
     return arr if arr.type == want else arr.cast(want)
 
 
@@ -487,6 +558,7 @@ def _names(lay: Layout, opts: ReadOptions, span: bool = False) -> list[str]:
         CHUNK,
         *([BAD] if opts.bad_rows == "discard" else []),
         *([SPAN] if span else []),
+        *(f.name for f in lay.text_fields),
     ]
 
 
@@ -522,6 +594,7 @@ def _malformed_rows(lay: Layout, probs: _Problems, part: int | None) -> pa.Recor
     cols += [pa.nulls(n, pa.int64()), *_hidden(probs.f, rows), pa.array(reasons, pa.string())]
     if part is not None:
         cols.append(pa.repeat(pa.scalar(-1 - part, pa.int32()), n))
+    cols += [pa.nulls(n, pa.string()) for _ in lay.texts]
     names = _names(lay, ReadOptions(bad_rows="discard"), part is not None)
     return pa.RecordBatch.from_arrays(cols, names=names)
 
@@ -533,11 +606,47 @@ def _as_read(f: InputFile, lay: Layout, opts: ReadOptions) -> pa.Schema:
     """The types file ``f`` is read in: the layout's, except a JSON Lines time column of
     numbers with an epoch --time-format: read from the numbers' text as decimals (a float64
     keeps about 16 digits: 1235909722.345678901 would be .345678848), carried as before."""
+    schema = lay.schema
+    if f.fmt == "csv":  # (the columns that carry their text too: read as text)
+        for name in lay.texts:
+            schema = schema.set(schema.get_field_index(name), pa.field(name, pa.string()))
+    elif f.fmt == "jsonl":  # (a value in a text column: read as its JSON type, then text)
+        own = formats.file_schema(f)
+        for name in lay.csv_names:
+            text = _is_text(lay.schema.field(name).type) if name in lay.schema.names else False
+            if text and name != lay.time_col and name in own.names:
+                t = own.field(name).type
+                if pa.types.is_null(t) and lay.raw is not None and name in lay.raw.names:
+                    t = lay.raw.field(name).type  # (no value in its first block: the union's)
+                if not pa.types.is_null(t):
+                    schema = schema.set(schema.get_field_index(name), pa.field(name, t))
     t = lay.schema.field(lay.time_col).type
     if f.fmt == "jsonl" and opts.time_format in EPOCH_FORMATS and pa.types.is_floating(t):
         i = lay.schema.get_field_index(lay.time_col)
-        return lay.schema.set(i, pa.field(lay.time_col, EXACT_EPOCH))
-    return lay.schema
+        return schema.set(i, pa.field(lay.time_col, EXACT_EPOCH))
+    return schema
+
+
+def _with_texts(
+    batch: pa.RecordBatch, f: InputFile, lay: Layout, probs: _Problems
+) -> tuple[pa.RecordBatch, list[pa.Array]]:
+    """The batch with the columns of :attr:`Layout.texts` in the layout's types, and their
+    text: a CSV file's as written (read as text, then converted as a CSV value that does
+    not convert is found, :func:`_convert`), another file's values as text."""
+    texts = []
+    for name in lay.texts:
+        if name not in batch.schema.names:
+            texts.append(pa.nulls(batch.num_rows, pa.string()))
+            continue
+        i = batch.schema.get_field_index(name)
+        arr = batch.column(i)
+        if f.fmt == "csv":
+            texts.append(arr)
+            typed = _convert(arr, lay.schema.field(name).type, name, probs)
+            batch = batch.set_column(i, name, typed)
+        else:
+            texts.append(value_text(arr))
+    return batch, texts
 
 
 def _read_chunk(
@@ -548,10 +657,11 @@ def _read_chunk(
     row = c.first_row
     names = _names(lay, opts, part is not None)
     probs = _Problems(c.file, opts, c.span)
+    as_read = _as_read(c.file, lay, opts)
     try:
         for batch in formats.read_batches(
             c.file,
-            _as_read(c.file, lay, opts),
+            as_read,
             c.row_groups,
             probs.on_malformed if c.file.fmt == "csv" else None,
             probs.json_malformed if c.file.fmt == "jsonl" else None,
@@ -563,7 +673,8 @@ def _read_chunk(
             if lay.time_col not in batch.schema.names:
                 raise in_task(InputError(f"{c.file.shown}: no column {lay.time_col!r}"))
             probs.batch(row)
-            batch = _from_bytes(batch, lay, probs)
+            batch = _from_bytes(batch, as_read, probs)
+            batch, texts = _with_texts(batch, c.file, lay, probs)
             ns = _time_ns(batch.column(lay.time_col), c.file, lay, opts, probs)
             cols = [*_carry(batch, lay, c.file, partial(probs.rows, row, n)), ns]
             cols += _hidden(c.file, np.arange(row, row + n, dtype=np.int64))
@@ -576,6 +687,7 @@ def _read_chunk(
                 cols.append(bad)
             if part is not None:
                 cols.append(pa.repeat(pa.scalar(part, pa.int32()), n))
+            cols += texts
             yield pa.RecordBatch.from_arrays(cols, names=names)
             row += n
         if probs.malformed and probs.discard:
@@ -640,6 +752,7 @@ def spark_schema(
         extra.append((BAD, pa.string()))
     if span:
         extra.append((SPAN, pa.int32()))
+    extra += [(f.name, f.type) for f in lay.text_fields]
     try:
         return from_arrow_schema(pa.schema([*lay.carried, *extra]))
     except TypeError as err:
