@@ -84,6 +84,22 @@ def test_sqlstream_strict_bound_at_noon_closes_11_12(run_cli):
     assert "discarded 1" in r.stderr
 
 
+HOUR = 3600 * 1_000_000_000
+
+
+def _trades() -> list:
+    """trades.csv as the model's events (its bound rows: kind=bound)."""
+    import csv
+    from datetime import datetime
+
+    def ns(text: str) -> int:  # (whole seconds, UTC)
+        return int(datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()) * 10**9
+
+    with open(TRADES, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [Event((), ns(r["time"]), is_bound=r["kind"] == "bound") for r in rows]
+
+
 def test_explain_bound_sqlstream(run_cli):
     r = run_cli(
         "explain", "bound",
@@ -100,22 +116,25 @@ def test_explain_bound_sqlstream(run_cli):
         "output_pos", "windows", "reason", "kind", "ticker", "shares",
     ]  # fmt: skip
     rows = r.csv()
-    assert [x["decision"] for x in rows] == ["released"] * 3 + ["bound"] + ["released"] * 2 + [
-        "bound",
-        "bound",
-        "released",
-    ]
-    assert [x["bound"] for x in rows] == ["", "", "", _h("12:00"), _h("12:00"), _h("12:00")] + [
-        _h("12:30"),
-        _h("13:00"),
-        _h("13:00"),
-    ]
-    ibm = rows[2]
-    assert ibm["windows"] == f"[{_h('11:00')},{_h('12:00')}] [{_h('12:00')},{_h('13:00')}]"
-    # a row is held until its last window is final: IBM's is 12-13, flushed at the end
-    assert ibm["released_by"] == "end" and ibm["output_pos"] == "2"
-    assert rows[0]["released_by"] == "7" and rows[0]["output_pos"] == "1"
-    assert rows[3]["released_by"] == "" and rows[3]["output_pos"] == "" and rows[3]["windows"] == ""
+    # the model's run of the same file: every row's decision, bound after it, windows, and
+    # (a row is held until its last window is final) its last window's place in the output
+    wins, ex = bound(_trades(), size=HOUR, inclusive_end=True, bounds="markers")
+    place = {(w.start, w.end): (i, w.closed_by) for i, w in enumerate(wins, start=1)}
+    want = []
+    for e in ex:
+        last = place.get(e.windows[-1]) if e.windows else None
+        want.append(
+            (
+                e.decision,
+                "" if e.bound is None else _iso(e.bound),
+                " ".join(f"[{_iso(s)},{_iso(t)}]" for s, t in e.windows),
+                "" if last is None else str(last[1]),
+                "" if last is None else str(last[0]),
+            )
+        )
+    got = [(x["decision"], x["bound"], x["windows"], x["released_by"], x["output_pos"])
+           for x in rows]  # fmt: skip
+    assert got == want
     assert all(x["reason"] == "" for x in rows)
 
 

@@ -9,24 +9,47 @@ import pytest
 from tests.conftest import SAMPLES
 
 
-def test_plot_png_of_the_seed(run_cli, workdir):
-    r = run_cli(
-        "explain",
-        "adjust",
-        "--unit",
-        "usec",
-        "--range",
-        "999",
-        SAMPLES / "tuples.parquet",
-        "--format",
-        "csv",
-        "--plot",
-        "seed.png",
-    )
+def _marks(svg: str, group: str) -> list[tuple[float, float]]:
+    """The (x, y) of every mark in the SVG group ``group`` (a scatter's gid)."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(svg)
+    found = [g for g in root.iter("{http://www.w3.org/2000/svg}g") if g.get("id") == group]
+    return [
+        (float(u.get("x")), float(u.get("y")))
+        for g in found
+        for u in g.iter("{http://www.w3.org/2000/svg}use")
+    ]
+
+
+def test_plot_svg_of_the_seed_draws_each_row_where_it_belongs(run_cli, workdir):
+    """One mark per row, grouped by decision as the reference model decides, at x = its
+    arrival and y = its evtime (both axes linear): a picture of other rows, or of the rows
+    in another order or at other times, fails."""
+    from tests.model.adjust import adjust as model_adjust
+
+    path = SAMPLES / "tuples.parquet"
+    times = pq.read_table(path).column("time").cast(pa.int64()).to_pylist()
+    want = model_adjust([((), t) for t in times], 1_000, 100)
+    assert {w.decision for w in want} == {"released", "discarded"}  # (both kinds drawn)
+    r = run_cli("explain", "adjust", "--unit", "usec", "--range", "100", path,
+                "--format", "csv", "--plot", "seed.svg")  # fmt: skip
     assert r.exit_code == 0, r.stderr
-    png = (workdir / "seed.png").read_bytes()
-    assert png.startswith(b"\x89PNG") and len(png) > 10_000
-    assert len(r.csv()) == 5  # the table is still written
+    assert len(r.csv()) == len(times)  # the table is still written
+    svg = (workdir / "seed.svg").read_text()
+    drawn = []  # (arrival, evtime, x, y) of every mark
+    for decision in ("released", "discarded"):
+        rows = [w for w in want if w.decision == decision]
+        marks = sorted(_marks(svg, f"rows-{decision}"))  # (by x: arrival order)
+        assert len(marks) == len(rows), decision
+        drawn += [(w.arrival, w.evtime, x, y) for w, (x, y) in zip(rows, marks, strict=True)]
+    # both axes linear: x from the arrival number, y (downwards) from the evtime
+    (a0, t0, x0, y0), (a1, t1, x1, y1) = min(drawn), max(drawn)
+    per_arrival, per_ns = (x1 - x0) / (a1 - a0), (y1 - y0) / (t1 - t0)
+    assert per_arrival > 0 and per_ns < 0
+    for a, t, x, y in drawn:
+        assert x == pytest.approx(x0 + (a - a0) * per_arrival, abs=0.01), a
+        assert y == pytest.approx(y0 + (t - t0) * per_ns, abs=0.01), a
 
 
 @pytest.mark.parametrize("where", ["local", "distributed"], indirect=True)

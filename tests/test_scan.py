@@ -699,16 +699,30 @@ def test_in_ranges_puts_each_run_of_parts_in_its_partition(spark, n, top):
     assert all(r["i"] == ranges.of_part(r[PART]) for r in got)
 
 
-@pytest.mark.parametrize(("lo", "hi"), [(1, 1), (1, 7), (1, 5000), (-(10**12), 10**15)])
+EDGE = -(1 << 63), (1 << 63) - 1  # (values 2**63 or more apart: no overflow, issue 47)
+
+
+@pytest.mark.parametrize(
+    ("lo", "hi"),
+    [(1, 1), (1, 7), (1, 5000), (-(10**12), 10**15), EDGE, (EDGE[0] + 5, EDGE[1] - 2),
+     (-7, EDGE[1]), (EDGE[0] + 1, -3)],
+)  # fmt: skip
 def test_bucket_number_is_the_bucketers_bucket(spark, lo, hi):
+    import numpy as np
     from pyspark.sql import functions as F
 
     from evtime.engine.scan import bucket_number, bucketer
 
-    values = sorted({lo - 1, lo, lo + 1, (lo + hi) // 2, hi - 1, hi, hi + 1})
+    shift = max(0, (hi - lo).bit_length() - 10)
+    values = {lo - 1, lo, lo + 1, (lo + hi) // 2, hi - 1, hi, hi + 1, *EDGE}
+    values |= {lo + (k << shift) + d for k in (1, 2, 511, 512, 1022, 1023) for d in (-1, 0, 1)}
+    values = sorted(v for v in values if EDGE[0] <= v <= EDGE[1])
     df = spark.createDataFrame([(v,) for v in values], "v long")
     got = df.select("v", bucketer(lo, hi)(F.col("v")).alias("b")).collect()
-    assert {r["v"]: r["b"] for r in got} == {v: bucket_number(lo, hi, v) for v in values}
+    want = {v: bucket_number(lo, hi, v) for v in values}  # (Python ints: exact)
+    assert {r["v"]: r["b"] for r in got} == want
+    here = bucket_number(lo, hi, np.array(values, np.int64))
+    assert dict(zip(values, here.tolist(), strict=True)) == want
 
 
 def test_hash_long_is_sparks_hash(spark):

@@ -31,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
 from evtime.engine import adjust, present, udaf
+from evtime.engine import saturate as sat
 from evtime.engine.running import values_of
 from evtime.engine.scan import (
     AsRead,
@@ -161,15 +162,15 @@ def classify(
         ref = F.col(adjust.REF_BEFORE)
         df = df.withColumns(
             {
-                BEFORE: ref - F.lit(spec.width),
-                AFTER: F.greatest(ref, F.col(T0)) - F.lit(spec.width),
+                BEFORE: sat.sub(ref, spec.width),
+                AFTER: sat.sub(F.greatest(ref, F.col(T0)), spec.width),
             }
         ).drop(adjust.REF_BEFORE)
     else:
         df = df.withColumn(T0, F.col(T))
         if spec.bounds == "markers":
             strict = spec.tick if spec.strict else 0
-            promise = F.when(F.col(MARK), F.col(T) + F.lit(strict))
+            promise = F.when(F.col(MARK), sat.add(F.col(T), strict))
         else:  # cti: every N-th data row of the key, max data time so far - delay
             n, seen = {"_evt_n": F.lit(True)}, {"_evt_seen": T}
             df = prefix_count_max(df, n, seen, keys, one_chunk=one_chunk, as_read=as_read)
@@ -182,7 +183,7 @@ def classify(
                 ).withColumns({CTI_N: F.col("_evt_n"), CTI_SEEN: F.col("_evt_seen")})
             promise = F.when(
                 F.col("_evt_n") % F.lit(spec.cti_every) == 0,
-                F.col("_evt_seen") - F.lit(spec.cti_delay),
+                sat.sub(F.col("_evt_seen"), spec.cti_delay),
             )
         df = df.withColumn("_evt_promise", promise)
         df = prefix_max(df, {BEFORE: "_evt_promise"}, keys, False, one_chunk, as_read)
@@ -249,19 +250,81 @@ def accepted() -> Column:
 # ---------------------------------------------------------------- windows
 
 
+_MIN_SQL = "(-9223372036854775807L - 1L)"
+
+
+def _long_sql(v: int) -> str:
+    return _MIN_SQL if v == sat.MIN else f"{v}L"
+
+
+def first_start(spec: BoundSpec) -> int:
+    """The start of the window that saturates to the first instant: the greatest aligned
+    start below it (its rows are written with ``window_start`` the first instant, its true
+    end kept), or the first instant itself when a window starts there (then no window may
+    start before it: :func:`_sql_windows` refuses a row in one)."""
+    off = spec.offset % spec.step
+    if (sat.MIN - off) % spec.step == 0:
+        return sat.MIN
+    return sat.MIN - 1 - ((sat.MIN - 1 - off) % spec.step)
+
+
 def _sql_windows(spec: BoundSpec) -> tuple[str, str, str]:
-    """SQL for (number of windows of the row, latest start, array of starts)."""
+    """SQL for (number of windows of the row, latest start, array of starts).
+
+    Without overflow at the edges of int64 (the offset taken modulo the step, the row's
+    distance to its latest start ``r`` and to its earliest ``d`` computed apart): a start
+    before the first instant is written as the first instant (:func:`first_start`), for
+    one window only; a row in two windows starting before it (hopping windows), or in one
+    when a window starts at the first instant itself, would merge distinct windows: the
+    run stops with one line naming the row's time."""
+    from evtime.errors import EvtimeError, task_marks
+
     e, step, size = f"`{EVT}`", spec.step, spec.size
-    latest = f"({e} - pmod({e} - ({spec.offset}L), {step}L))"
-    x = f"({latest} + {size}L - {e})"
+    off = spec.offset % step
+    r = f"pmod(pmod({e}, {step}L) - {off}L, {step}L)"  # (e - latest start, in [0, step))
+    latest = f"(CASE WHEN {e} < {_MIN_SQL} + {r} THEN {_MIN_SQL} ELSE {e} - {r} END)"
+    x = f"({size}L - {r})"
     if spec.inclusive:
         n = f"(CASE WHEN {x} >= 0 THEN {x} div {step}L + 1 ELSE 0L END)"
     else:
         n = f"(CASE WHEN {x} > 0 THEN ({x} + {step - 1}L) div {step}L ELSE 0L END)"
+    d = f"({r} + ({n} - 1) * {step}L)"  # (e - earliest start, at most size)
+    # a row in more than one window before the first instant (or in one, when a window
+    # starts at it): no sound way to write them
+    merged = f"({d} >= {step}L AND {e} < {_MIN_SQL} + ({d} - {step}L))"
+    if first_start(spec) == sat.MIN:
+        merged = f"{e} < {_MIN_SQL} + {d}"
+    pre, post = task_marks(EvtimeError)
+    text = (
+        f"the row with time ' || {_iso_sql(e)} || ' is in windows (--window {size}ns, "
+        f"--slide {step}ns, --offset {spec.offset}ns) that start before the first instant "
+        "of the int64 ns timeline, 1677-09-21T00:12:43.145224192Z: they would all be "
+        "written as starting there; use a --slide at least the --window, or times after "
+        "the first window"
+    )
+    error = f"raise_error('{pre}' || '{text}' || '{post}')"
     starts = (
-        f"(CASE WHEN {n} > 0 THEN sequence({latest} - ({n} - 1) * {step}L, {latest}, {step}L) END)"
+        f"(CASE WHEN {n} <= 0 THEN NULL "
+        f"WHEN {e} >= {_MIN_SQL} + {d} THEN sequence({e} - {d}, {e} - {r}, {step}L) "
+        f"WHEN {merged} THEN {error} "
+        f"WHEN {n} = 1 THEN array({_MIN_SQL}) "
+        f"ELSE concat(array({_MIN_SQL}), sequence({e} - ({d} - {step}L), {e} - {r}, {step}L)) END)"
     )
     return n, latest, starts
+
+
+def window_end(ws: Column, spec: BoundSpec, after: int | None = None) -> Column:
+    """A window's end (``after``: its start + this, default the size), saturated at the
+    last instant; the window saturated at the first instant keeps its true end."""
+    after = spec.size if after is None else after
+    low = sat.clamp(first_start(spec) + after)
+    return F.when(ws == F.lit(sat.MIN), F.lit(low)).otherwise(sat.add(ws, after))
+
+
+def never_closes(ws: Column, spec: BoundSpec) -> Column:
+    """Windows whose end (+ tick, inclusive) is past the last instant: no bound reaches it
+    (a bound is at most the last instant); flushed at the end of the input."""
+    return ws > F.lit(sat.MAX - spec.close_after)
 
 
 def window_starts(spec: BoundSpec) -> Column:
@@ -343,8 +406,12 @@ def closing_value(spec: BoundSpec) -> Column:
     before x - close_after, so the bounds that close the same windows (the same latest start
     g) are one point of the search, (g + close_after, their first arrival), and it runs over
     about as many points as windows."""
-    x = F.col(AFTER) - F.lit(spec.close_after)
-    return x - F.pmod(x - F.lit(spec.offset), F.lit(spec.step)) + F.lit(spec.close_after)
+    # (as AFTER - pmod(AFTER - close_after - offset, step), without overflow; a value
+    # before the first instant closes no window that holds a row: the first instant)
+    c = (spec.close_after + spec.offset) % spec.step
+    a, step = F.col(AFTER), F.lit(spec.step)
+    p = F.pmod(F.pmod(a, step) - F.lit(c), step)
+    return F.when(a < F.lit(sat.MIN) + p, F.lit(sat.MIN)).otherwise(a - p)
 
 
 def close_points(cl: DataFrame, spec: BoundSpec) -> DataFrame:
@@ -366,7 +433,18 @@ def close(
     points are searched together in Arrow (:func:`closing_arrivals`, grouped by key, as
     the Python aggregates are); without, in value buckets (:func:`first_above`)."""
     keys = list(spec.keys)
-    end = F.col(WS) + F.lit(spec.close_after)
+    end = window_end(F.col(WS), spec, spec.close_after)
+    if limits is not None:
+        limits = (sat.clamp(limits[0]), sat.clamp(limits[1]))
+    return _never(_close(w, points, spec, limits, end, keys), spec)
+
+
+def _never(w: DataFrame, spec: BoundSpec) -> DataFrame:
+    """:func:`never_closes` windows flushed at the end (the search saturates their end)."""
+    return w.withColumn(CLOSED, F.when(~never_closes(F.col(WS), spec), F.col(CLOSED)))
+
+
+def _close(w, points, spec, limits, end: Column, keys: list[str]) -> DataFrame:
     if keys:
         both = w.select("*", end.alias("_v"), F.lit(None).cast("long").alias("_a")).unionByName(
             points, allowMissingColumns=True
@@ -441,7 +519,7 @@ def output(
         PART,
         *spec.keys,
         F.col(WS).alias("window_start"),
-        (F.col(WS) + F.lit(spec.size)).alias("window_end"),
+        window_end(F.col(WS), spec).alias("window_end"),
         *[F.col(quote(n)) for n in names],
         F.col(ROWS).alias("rows"),
         F.coalesce(F.col(CLOSED).cast("string"), F.lit("end")).alias("closed_by"),
@@ -459,7 +537,7 @@ def spans(w: DataFrame, spec: BoundSpec) -> DataFrame:
     return w.select(
         *spec.keys,
         F.col(WS).alias("start"),
-        (F.col(WS) + F.lit(spec.size)).alias("end"),
+        window_end(F.col(WS), spec).alias("end"),
         F.col(OPENED).alias("opened"),
         F.col(CLOSED).alias("closed"),
     )
@@ -562,7 +640,12 @@ def windows_text(spec: BoundSpec) -> Column:
     """'[start,end) [start,end)' in ISO times: the windows a row entered."""
     close_ch = "]" if spec.inclusive else ")"
     starts = _sql_windows(spec)[2]
-    one = f"concat('[', {_iso_sql('s')}, ',', {_iso_sql(f's + {spec.size}L')}, '{close_ch}')"
+    low = sat.clamp(first_start(spec) + spec.size)  # (see window_end)
+    end = (
+        f"CASE WHEN s = {_MIN_SQL} THEN {_long_sql(low)} WHEN s > {sat.MAX - spec.size}L "
+        f"THEN {sat.MAX}L ELSE s + {spec.size}L END"
+    )
+    one = f"concat('[', {_iso_sql('s')}, ',', {_iso_sql(end)}, '{close_ch}')"
     return F.expr(f"array_join(transform({starts}, s -> {one}), ' ')")
 
 

@@ -44,6 +44,8 @@ from evtime.engine.bound import (
     _reason,
     accepted,
     last_start,
+    never_closes,
+    window_end,
 )
 from evtime.io.reader import SEQ, T
 
@@ -83,7 +85,8 @@ def open_windows(rows: DataFrame, carried: DataFrame, spec: BoundSpec) -> tuple[
     windows that bound left open (for :func:`~evtime.engine.bound.windows`)."""
     b0 = carried.select(*spec.keys, F.col(BOUND).alias(_B0))
     rows = _join_keys(rows, b0, spec.keys)
-    keep = F.col(_B0).isNull() | (F.col(WS) + F.lit(spec.close_after) > F.col(_B0))
+    end = window_end(F.col(WS), spec, spec.close_after)  # (saturated: see bound)
+    keep = F.col(_B0).isNull() | never_closes(F.col(WS), spec) | (end > F.col(_B0))
     return rows, keep
 
 
@@ -128,7 +131,11 @@ def routed(
     still_open = (
         F.lit(not flush)
         & last.isNotNull()
-        & (F.col(_BF).isNull() | (last + F.lit(spec.close_after) > F.col(_BF)))
+        & (
+            F.col(_BF).isNull()
+            | never_closes(last, spec)
+            | (window_end(last, spec, spec.close_after) > F.col(_BF))
+        )
     )
     fate = F.when(still_open, "held").otherwise("released")
     new_adjusted = (F.col(DECISION) == present.ADJUSTED) & (F.col(SEQ) >= 0)

@@ -30,6 +30,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from evtime.engine import present
+from evtime.engine import saturate as sat
 from evtime.engine.bound import (
     DECISION,
     RELEASE,
@@ -41,6 +42,7 @@ from evtime.engine.bound import (
     close,
     closing_arrivals,
     closing_value,
+    first_start,
     last_start,
     quote,
     raises_bound,
@@ -243,7 +245,7 @@ def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: 
     if order is not None:
         key = np.empty_like(numbers)
         key[order] = numbers
-    closed = closing_arrivals(v, a, ws + spec.close_after, key)
+    closed = closing_arrivals(v, a, _end(ws, spec, spec.close_after), key)
     release = np.where(closed >= 0, closed, arrivals + 1)
     out = pa.table(
         {
@@ -251,7 +253,7 @@ def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: 
             PART: np.zeros(len(ws), np.int64),
             **{k: w.column(k) for k in keys},
             "window_start": ws,
-            "window_end": ws + spec.size,
+            "window_end": _end(ws, spec, spec.size),
             **{n: w.column(n) for n in names},
             "rows": w.column(ROWS),
             "closed_by": pa.array(
@@ -260,6 +262,13 @@ def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: 
         }
     )
     return out.take(_ascending(out, [RELEASE, "window_start", *keys])).drop_columns([RELEASE])
+
+
+def _end(ws: np.ndarray, spec: BoundSpec, after: int) -> np.ndarray:
+    """:func:`~evtime.engine.bound.window_end` of starts known to end before the last
+    instant."""
+    low = sat.clamp(first_start(spec) + after)
+    return np.where(ws == sat.MIN, low, ws + after)
 
 
 def _ascending(table: pa.Table, columns: Sequence[str]) -> pa.Array:

@@ -157,7 +157,14 @@ def bucketer(lo: int | None, hi: int | None) -> Callable[[Column], Column]:
     top = (1 << BUCKET_BITS) - 1
 
     def bucket(c: Column) -> Column:
-        b = F.shiftright(c - F.lit(lo), shift)
+        if shift == 0:  # (hi - lo < 1024: c - lo overflows only far past hi)
+            past = c >= F.lit(lo + top) if lo + top <= (1 << 63) - 1 else F.lit(False)
+            return F.when(c <= F.lit(lo), 0).when(past, top).otherwise(c - F.lit(lo))
+        # (c - lo) >> shift without overflow (lo and c may be 2**63 or more apart): halves
+        half = F.shiftright(c, 1) - F.lit(lo >> 1)
+        if lo & 1:
+            half = half - F.when(F.pmod(c, F.lit(2)) == 0, 1).otherwise(0)
+        b = F.shiftright(half, shift - 1)
         return F.when(c <= F.lit(lo), 0).when(b >= top, top).otherwise(b)
 
     return bucket
@@ -168,8 +175,13 @@ def bucket_number(lo: int, hi: int, value: int | np.ndarray) -> int | np.ndarray
     (``lo`` and ``hi`` not None)."""
     shift = max(0, (hi - lo).bit_length() - BUCKET_BITS)
     top = (1 << BUCKET_BITS) - 1
-    if isinstance(value, np.ndarray):
-        return np.where(value <= lo, 0, np.minimum((value - lo) >> shift, top))
+    if isinstance(value, np.ndarray):  # (as bucketer: no int64 overflow)
+        if shift == 0:
+            return np.where(value <= lo, 0, np.minimum(value.astype(object) - lo, top)).astype(
+                np.int64
+            )
+        half = (value >> 1) - (lo >> 1) - (((value & 1) == 0) & bool(lo & 1))
+        return np.where(value <= lo, 0, np.minimum(half >> (shift - 1), top))
     return 0 if value <= lo else min((value - lo) >> shift, top)
 
 

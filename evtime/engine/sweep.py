@@ -30,6 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from evtime.engine import adjust as adj
+from evtime.engine import saturate as sat
 from evtime.engine.scan import arrival_numbers
 from evtime.io.reader import CHUNK, SEQ
 
@@ -85,21 +86,31 @@ def summarise(df: DataFrame, keep: Column, bound: Column | None = None) -> DataF
     )
 
 
+def own_keys(df: DataFrame, keys: Sequence[str]) -> tuple[DataFrame, list[str]]:
+    """The user's key columns under names of evtime's own (the sweep writes no key, and a
+    key named like a column the sweep computes, e.g. ``arrival``, must not clash with it)."""
+    names = {k: f"_evt_sw_key{i}" for i, k in enumerate(keys)}
+    return df.withColumnsRenamed(names), list(names.values())
+
+
 def adjust(df: DataFrame, unit: str, ranges: Sequence[int], keys: Sequence[str]) -> DataFrame:
     """``evtime adjust --unit UNIT --range N`` for every N in ``ranges``: one summary row per
     range (index ``SET`` into ``ranges``).  The hold in time is the key's reference time at
     release (the adjusted time of the releasing arrival) minus the row's adjusted time."""
+    df, keys = own_keys(df, keys)
     spec = adj.AdjustSpec(unit, 0, tuple(keys))
     base = adj.classify(df, spec)  # the reference time before each arrival: any range
     base = arrival_numbers(base, "arrival").select(*keys, SEQ, adj.EVT, adj.REF_BEFORE, "arrival")
     # cut the lineage: the copies and searches below read these rows several times
     base = base.localCheckpoint()
+    for r in ranges:  # (refused as adjust refuses a range longer than the timeline)
+        adj.AdjustSpec(unit, r)
     rows = per_setting(base, [r * spec.unit_ns for r in ranges])
     rows = rows.withColumn(adj.KEEP, adj.kept(F.col(VALUE)))
     rows = adj.release_points(rows, [*keys, SET], F.col(VALUE), REL, keep_by=[SET])
     ref_at = base.select(F.col("arrival").alias(REL), F.col(adj.EVT).alias("_evt_sw_ref"))
     rows = rows.join(ref_at, REL, "left")
-    rows = rows.withColumn(HOLD, F.col("_evt_sw_ref") - F.col(adj.EVT))
+    rows = rows.withColumn(HOLD, sat.sub(F.col("_evt_sw_ref"), F.col(adj.EVT)))
     return summarise(rows, F.col(adj.KEEP))
 
 
@@ -120,7 +131,7 @@ def merge(df: DataFrame, spec, waits: Sequence[int]) -> DataFrame:
     )
     base = base.localCheckpoint()  # the copies and searches below read it several times
     rows = per_setting(base, waits)
-    lag = F.col(m.NOW) - F.col(VALUE)
+    lag = sat.sub(F.col(m.NOW), F.col(VALUE))  # (before the first instant: saturated)
     rows = rows.withColumns(
         {
             m.LAG: lag,
@@ -141,7 +152,7 @@ def merge(df: DataFrame, spec, waits: Sequence[int]) -> DataFrame:
         F.col(SEQ).alias(m.REL), F.col("arrival").alias(REL), F.col(m.NOW).alias("_evt_sw_now")
     )
     rows = rows.withColumn(m.KEEP, keep).join(at, m.REL, "left")
-    rows = rows.withColumn(HOLD, F.col("_evt_sw_now") - F.col(m.NOW))
+    rows = rows.withColumn(HOLD, sat.sub(F.col("_evt_sw_now"), F.col(m.NOW)))
     return summarise(rows, F.col(m.KEEP), F.col(m.BND))
 
 
@@ -156,19 +167,27 @@ def bound(df: DataFrame, specs: Sequence) -> DataFrame:
     its last window closes (``released_by`` of ``explain bound``); a row in no window (a
     gap between hopping windows) is not held.  The hold in time is the bound after the
     releasing arrival minus the row's time (after ``--late adjust``)."""
+    import dataclasses
+
     from evtime.engine import bound as b
     from evtime.engine.scan import first_above
 
-    keys = list(specs[0].keys)
-    base = b.classify(df, specs[0])
+    df, keys = own_keys(df, specs[0].keys)
+    specs = [dataclasses.replace(s, keys=tuple(keys)) for s in specs]
+    # (the bound without a delay, shifted per setting by its own delay, saturated: the
+    # running max of seen - d, saturated, is the saturated running max of seen, minus d)
+    base = b.classify(df, dataclasses.replace(specs[0], cti_delay=0))
     base = arrival_numbers(base, b.ARRIVAL).select(
         *keys, SEQ, b.T0, b.MARK, b.BEFORE, b.AFTER, b.ARRIVAL
     )
     base = base.localCheckpoint()  # the copies and searches below read it several times
-    shifts = [s.cti_delay - specs[0].cti_delay for s in specs]
+    shifts = [s.cti_delay for s in specs]
     rows = per_setting(base, shifts)
     rows = rows.withColumns(
-        {b.BEFORE: F.col(b.BEFORE) - F.col(VALUE), b.AFTER: F.col(b.AFTER) - F.col(VALUE)}
+        {
+            b.BEFORE: sat.sub(F.col(b.BEFORE), F.col(VALUE)),
+            b.AFTER: sat.sub(F.col(b.AFTER), F.col(VALUE)),
+        }
     )
     rows = rows.withColumns(b.decide(specs[0]))
 
@@ -179,10 +198,15 @@ def bound(df: DataFrame, specs: Sequence) -> DataFrame:
         return out
 
     accepted = b.accepted()
-    rows = rows.withColumn(
-        "_evt_sw_close", per(lambda s: b.last_start(s) + F.lit(s.close_after))
+    rows = rows.withColumns(
+        {
+            "_evt_sw_close": per(lambda s: b.window_end(b.last_start(s), s, s.close_after)),
+            # (a last window ending past the last instant: no bound closes it)
+            "_evt_sw_never": per(lambda s: b.never_closes(b.last_start(s), s)),
+        }
     ).localCheckpoint()
-    queries = rows.where(accepted & F.col("_evt_sw_close").isNotNull()).select(
+    closes = F.col("_evt_sw_close").isNotNull() & ~F.col("_evt_sw_never")
+    queries = rows.where(accepted & closes).select(
         *keys, SET, F.col(SEQ).alias("_q"), F.col("_evt_sw_close").alias("_v")
     )
     moved = F.col(b.AFTER).isNotNull() & (
@@ -198,10 +222,10 @@ def bound(df: DataFrame, specs: Sequence) -> DataFrame:
     rows = rows.withColumn(REL, F.when(gap, F.col(b.ARRIVAL)).otherwise(F.col(REL)))
     at = base.select(F.col(b.ARRIVAL).alias(REL), F.col(b.AFTER).alias("_evt_sw_after"))
     rows = rows.join(at, REL, "left")
-    bound_at = F.col("_evt_sw_after") - F.col(VALUE)
+    bound_at = sat.sub(F.col("_evt_sw_after"), F.col(VALUE))
     rows = rows.withColumns(
         {
-            HOLD: F.when(gap, F.lit(0)).otherwise(bound_at - F.col(b.EVT)),
+            HOLD: F.when(gap, F.lit(0)).otherwise(sat.sub(bound_at, F.col(b.EVT))),
             "arrival": F.col(b.ARRIVAL),
         }
     )

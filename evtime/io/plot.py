@@ -280,6 +280,7 @@ def draw(pic: Picture, path: str, per_source_until_last: bool = False) -> None:
                 marker="x" if decision == "discarded" else "o",
                 label=LABELS.get(decision, decision),
                 zorder=5,
+                gid=f"rows-{decision}",  # (SVG: <g id="rows-released">, one mark a row)
             )
     notes = []
     if pic.k > 1:
