@@ -200,3 +200,45 @@ def test_sweep_merge_at_the_edges(run_cli, tmp_path, edge):
             want.append((sum(x.output_pos is not None for x in rows),
                          sum(x.decision == "discarded" for x in rows)))  # fmt: skip
         assert got == want, extra
+
+
+SUM = """
+class Sum:
+    result_type = "long"
+
+    def __init__(self):
+        self.total = 0
+
+    def add(self, v):
+        self.total += v
+
+    def remove(self, v):
+        self.total -= v
+
+    def result(self):
+        return self.total
+"""
+
+
+@pytest.mark.parametrize("edge", ["low", "high"])
+def test_user_aggregates_at_the_edges(run_cli, tmp_path, edge):
+    """--udaf over windows that start before the first instant (an --offset far from the
+    times) or end past the last one (hopping): each window's sum is the model's (the
+    evaluation gave an OverflowError from the Python worker at the low edge)."""
+    u = UNITS["sec"]
+    times = edge_times(edge, u)
+    path = tmp_path / "in.parquet"
+    write(path, times)
+    (tmp_path / "agg.py").write_text(SUM)
+    size = 3 * u + 2
+    kw = dict(size=size, offset=MAX - 12345) if edge == "low" else dict(size=size, slide=u + 1)
+    opts = ["--window", f"{size}ns"] + (
+        ["--offset", f"{kw['offset']}ns"] if "offset" in kw else ["--slide", f"{kw['slide']}ns"]
+    )
+    events = [Event((), t, value=n) for n, t in enumerate(times)]
+    windows, _ = model_bound(events, **kw)
+    r = run_cli("bound", *opts, "--udaf", f"mysum={tmp_path / 'agg.py'}:Sum",
+                "--agg", "mysum(n) AS s", "--output-format", "csv", path)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    got = [(g["window_start"], g["window_end"], g["s"]) for g in r.csv()]
+    assert got == [(shown(w.start), shown(w.end), str(int(sum(w.values)))) for w in windows]

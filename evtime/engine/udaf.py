@@ -25,6 +25,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from evtime.engine.saturate import MIN
 from evtime.errors import EvtimeError, UsageError, in_task
 
 RESULT_TYPES = {
@@ -216,8 +217,8 @@ def sweep(
                 for s in inc:
                     s.add(vals[s.j])
             hi += 1
-        if window:
-            yield start, [s.result(window) for s in slots]
+        if window:  # (a start before the first instant is written as it, as bound does)
+            yield max(start, MIN), [s.result(window) for s in slots]
             start += slide
         elif hi < n:
             start = max(start + slide, first_start(times[hi], size, slide, offset, inclusive))
