@@ -242,3 +242,36 @@ def test_user_aggregates_at_the_edges(run_cli, tmp_path, edge):
     assert r.exit_code == 0, r.stderr
     got = [(g["window_start"], g["window_end"], g["s"]) for g in r.csv()]
     assert got == [(shown(w.start), shown(w.end), str(int(sum(w.values)))) for w in windows]
+
+
+def test_durations_past_the_timeline(run_cli, tmp_path):
+    """A window or hop longer than the int64 ns timeline is refused in one usage line; a
+    wait or CTI delay past it is the longest one (they stopped with a Py4JError from
+    Spark's lit)."""
+    path = tmp_path / "in.parquet"
+    write(path, edge_times("1900", UNITS["sec"]))
+    for args in (
+        ["bound", "--window", "300000d", "--agg", "count(*)"],
+        ["bound", "--window", "1m", "--slide", "300000d", "--agg", "count(*)"],
+        ["sweep", "bound", "--window", "1m,300000d"],
+    ):
+        r = run_cli(*args, path)
+        assert r.exit_code == 2, (args, r.stderr)
+        assert "'300000d': longer than the int64 ns timeline" in r.stderr, r.stderr
+    cti = ["sweep", "bound", "--window", "1m", "--bounds", "cti", "--cti-every", "1"]
+    past = run_cli(*cti, "--cti-delay", "300000d,-300000d", "--format", "csv", path)
+    longest = run_cli(*cti, "--cti-delay", f"{MAX}ns,{MIN}ns", "--format", "csv", path)
+    assert past.exit_code == 0 and longest.exit_code == 0, (past.stderr, longest.stderr)
+    assert [list(r.values())[1:] for r in past.csv()] == [
+        list(r.values())[1:] for r in longest.csv()
+    ]
+    (tmp_path / "w.csv").write_text(
+        "k,time,arr\nA,2009-03-01T10:00:00Z,2009-03-01T10:00:01Z\n"
+        "B,2009-03-01T09:00:00Z,2009-03-01T10:00:02Z\n"
+    )
+    sm = ["sweep", "merge", "--arrival", "arr", "--format", "csv", tmp_path / "w.csv"]
+    past, longest = run_cli(*sm, "--wait", "300000d"), run_cli(*sm, "--wait", f"{MAX}ns")
+    assert past.exit_code == 0 and longest.exit_code == 0, (past.stderr, longest.stderr)
+    assert [list(r.values())[1:] for r in past.csv()] == [
+        list(r.values())[1:] for r in longest.csv()
+    ]

@@ -253,6 +253,24 @@ def _marker(ctx, param, value):
     return col, val
 
 
+LONGEST = (1 << 63) - 1  # ns: the int64 timeline's length
+_LENGTHS = ("size", "sizes", "slide")  # (window lengths and hops: refused past the timeline)
+
+
+def on_timeline(name: str, text: str, ns: int) -> int:
+    """A duration of the option ``name`` as evtime computes with it: a window length or hop
+    longer than the int64 ns timeline is refused (a usage error); any other duration (a
+    wait, a delay, an offset) past it saturates: it reaches past every time as it is."""
+    if -LONGEST - 1 <= ns <= LONGEST:
+        return ns
+    if name in _LENGTHS:
+        raise click.BadParameter(
+            f"{text!r}: longer than the int64 ns timeline (at most {LONGEST}ns, about 292 "
+            "years)"
+        )
+    return max(-LONGEST - 1, min(LONGEST, ns))
+
+
 def duration(ctx, param, value):
     """A duration option's value in ns (e.g. 1ms, -2s); None stays None."""
     if value is None:
@@ -261,7 +279,7 @@ def duration(ctx, param, value):
     from evtime.units import duration_ns
 
     try:
-        return duration_ns(value)
+        return on_timeline(param.name, value, duration_ns(value))
     except UsageError as err:
         raise click.BadParameter(str(err)) from None
 

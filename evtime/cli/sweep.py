@@ -175,7 +175,7 @@ def _duration_list(ctx, param, value):
     if not texts:
         raise click.BadParameter("give at least one duration")
     try:
-        values = [duration_ns(t) for t in texts]
+        values = [options.on_timeline(param.name, t, duration_ns(t)) for t in texts]
     except UsageError as err:
         raise click.BadParameter(str(err)) from None
     if any(v < 0 for v in values) and param.name != "cti_delays":

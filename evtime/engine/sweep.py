@@ -71,6 +71,12 @@ def summarise(df: DataFrame, keep: Column, bound: Column | None = None) -> DataF
     bound = F.lit(False) if bound is None else bound
     keep = keep & ~bound
     by_arrival = keep & F.col(REL).isNotNull()
+    mean = F.avg(F.when(by_arrival, F.col(HOLD)))  # (a double: 2**63 past a long's range)
+    mean = (
+        F.when(mean >= F.lit(2.0**63), F.lit(sat.MAX))
+        .when(mean < F.lit(-(2.0**63)), F.lit(sat.MIN))
+        .otherwise(F.floor(mean))
+    )
     return (
         df.groupBy(SET)
         .agg(
@@ -80,7 +86,7 @@ def summarise(df: DataFrame, keep: Column, bound: Column | None = None) -> DataF
             F.count(F.when(keep & F.col(REL).isNull(), 1)).alias("held_at_end"),
             F.max(F.when(by_arrival, F.col(REL) - F.col("arrival"))).alias("max_hold_rows"),
             F.max(F.when(by_arrival, F.col(HOLD))).alias("max_hold_ns"),
-            F.floor(F.avg(F.when(by_arrival, F.col(HOLD)))).cast("long").alias("mean_hold_ns"),
+            mean.cast("long").alias("mean_hold_ns"),
         )
         .select(*SUMMARY)
     )
