@@ -57,59 +57,16 @@ def main() -> int:
             fh.write(f"k{i % 7},{1_235_909_722_000 + (i * 7919) % 5000},{i}\n")
         fh.write("k1,not-a-time,0\n")
     # each run makes plans and jobs the way cron jobs do: adjust, explain, merge, bound
+    common = ["--unit", "msec", "--range", "999", "--time-format", "epoch_ms"]
+    common += ["--bad-rows", "discard", src]
     commands = [
-        [
-            "adjust",
-            "--unit",
-            "msec",
-            "--range",
-            "999",
-            "--time-format",
-            "epoch_ms",
-            "--bad-rows",
-            "discard",
-            src,
-            "-o",
-            os.path.join(work, "o.csv"),
-            "--overwrite",
-        ],
-        [
-            "explain",
-            "adjust",
-            "--unit",
-            "msec",
-            "--range",
-            "999",
-            "--time-format",
-            "epoch_ms",
-            "--bad-rows",
-            "discard",
-            src,
-            "--format",
-            "csv",
-        ],
-        [
-            "bound",
-            "--unit",
-            "msec",
-            "--range",
-            "999",
-            "--time-format",
-            "epoch_ms",
-            "--window",
-            "1s",
-            "--agg",
-            "count(*) AS n",
-            "--bad-rows",
-            "discard",
-            src,
-            "-o",
-            os.path.join(work, "b.csv"),
-            "--overwrite",
-        ],
+        ["adjust", "-q", *common, "-o", os.path.join(work, "o.csv"), "--overwrite"],
+        ["explain", "adjust", *common, "--format", "csv"],
+        ["bound", "-q", *common, "--window", "1s", "--agg", "count(*) AS n"]
+        + ["-o", os.path.join(work, "b.csv"), "--overwrite"],
     ]
     commands = [c for c in commands if c[0] not in args.skip.split(",")]
-    pid = None
+    pids: list[int] = []  # the server's, in order (a new one: the last died, a run started it)
     points: list[tuple[int, float]] = []
     start = time.monotonic()
     print(f"# {args.runs} runs, heap every {args.every}; server record {record}", flush=True)
@@ -117,18 +74,17 @@ def main() -> int:
     try:
         for n in range(1, args.runs + 1):
             cmd = commands[(n - 1) % len(commands)]
-            r = subprocess.run(
-                ["evtime", cmd[0], "-q", *cmd[1:]] if cmd[0] != "explain" else ["evtime", *cmd],
-                env=env,
-                capture_output=True,
-                text=True,
-            )
+            r = subprocess.run(["evtime", *cmd], env=env, capture_output=True, text=True)
             if r.returncode != 0:
                 print(f"run {n} failed ({r.returncode}): {r.stderr.strip()[-400:]}", flush=True)
                 return 2
-            if pid is None:
-                with open(record) as fh:
-                    pid = json.load(fh)["pid"]
+            with open(record) as fh:
+                pid = json.load(fh)["pid"]
+            if pids[-1:] != [pid]:
+                if pids:
+                    print(f"# run {n}: a new server, pid {pid} (pid {pids[-1]} ended)", flush=True)
+                    points.clear()  # (a new heap: judged from here)
+                pids.append(pid)
             if n % args.every == 0 or n == 1:
                 live, top = live_heap(pid)
                 points.append((n, live / 1e6))

@@ -81,6 +81,8 @@ SERVER_CONF = {
 }
 # How long a --reuse-server run waits at exit for the server to release its session.
 RELEASE_TIMEOUT = 10.0
+# How long a server that did not answer gets to end after SIGTERM before SIGKILL.
+SICK_GRACE = 2.0
 
 LOOPBACK = ("localhost", "127.0.0.1", "::1")
 
@@ -506,7 +508,12 @@ def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):
                 f"evtime: the local server (pid {info['pid']}) does not answer within "
                 f"{health_timeout():g}s: restarting it\n"
             )
-            server_stop(wait=True)
+            sys.stderr.flush()  # (said before the wait, not after)
+            # (a short grace: a stopped JVM, or one out of heap, may never act on SIGTERM)
+            server_stop(wait=True, grace=SICK_GRACE)
+            # a session this process holds is on the sick server: getOrCreate would return
+            # it, and its first request would wait for that server forever
+            _forget_sessions()
         spark = builder.getOrCreate()
     release_at_exit(spark)
     return spark
@@ -534,6 +541,22 @@ def answers(spark, timeout: float | None = None) -> bool:
     thread.start()
     thread.join(health_timeout() if timeout is None else timeout)
     return bool(box and box[0])
+
+
+def _forget_sessions() -> None:
+    """Forget this process's default and active Spark Connect sessions (see
+    :func:`_forget_session`)."""
+    from pyspark.sql.connect.session import SparkSession as ConnectSession
+
+    for spark in {
+        id(s): s
+        for s in (
+            ConnectSession._default_session,
+            getattr(ConnectSession._active_session, "session", None),
+        )
+        if s is not None
+    }.values():
+        _forget_session(spark)
 
 
 def _forget_session(spark) -> None:

@@ -147,21 +147,18 @@ def test_runs_release_their_session_on_the_server(workers, workdir, cli_env):
     assert _sessions(w) <= before
 
 
-@pytest.mark.skip(
-    reason="hung in the session's last full run (10:43, `server start` against the SIGSTOPped "
-    "server did not return): the restart of a sick server is not working yet"
-)
 @pytest.mark.slow
-def test_a_server_that_does_not_answer_is_reported_and_restarted(workers, monkeypatch):
+def test_a_server_that_does_not_answer_is_reported_and_restarted(workers, run_cli, workdir):
     """A server that accepts connections but never answers (here: stopped with SIGSTOP; out
-    of heap in the wild): `status` says so and exits 1, `start` replaces it."""
+    of heap in the wild): `status` says so and exits 1, `start` replaces it, and so does a
+    --reuse-server run, which then runs (each hung before, waiting for the sick server)."""
     w = _connect(workers)
     code, _, err, exc = w.run(["server", "start"], None)
     assert code == 0, (err, exc)
-    sick = _record(w)["pid"]
-    os.kill(sick, signal.SIGSTOP)
+    sick = [_record(w)["pid"]]
+    fast = {"EVTIME_SERVER_HEALTH_TIMEOUT": "5"}
+    os.kill(sick[0], signal.SIGSTOP)
     try:
-        fast = {"EVTIME_SERVER_HEALTH_TIMEOUT": "5"}
         code, out, err, exc = w.run(["server", "status"], None, env=fast)
         assert code == 1, (out, err, exc)
         assert "not answering" in out
@@ -169,14 +166,28 @@ def test_a_server_that_does_not_answer_is_reported_and_restarted(workers, monkey
         assert code == 0, (err, exc)
         assert "restarting" in err
         fresh = _record(w)["pid"]
-        assert fresh != sick and not _alive(sick)
+        assert fresh != sick[0] and not _alive(sick[0])
         assert f"pid {fresh}" in out
         code, out, err, exc = w.run(["server", "status"], None)
         assert code == 0 and f"pid {fresh}" in out, (out, err, exc)
+
+        # a --reuse-server run that finds the server sick restarts it, then runs
+        (workdir / "in.csv").write_text(BAD)
+        args = ["adjust", *ADJ, "--bad-rows", "discard", "in.csv"]
+        sick.append(fresh)
+        os.kill(fresh, signal.SIGSTOP)
+        code, out, err, exc = w.run(args, None, env=fast)
+        assert code == 0, (err, exc)
+        assert "restarting" in err
+        assert _record(w)["pid"] not in sick and not _alive(fresh)
+        local = run_cli(*args)
+        assert local.exit_code == 0, local.stderr
+        assert out == local.stdout
     finally:
-        if _alive(sick):
-            os.kill(sick, signal.SIGKILL)
-            os.kill(sick, signal.SIGCONT)
+        for pid in sick:
+            if _alive(pid):
+                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signal.SIGCONT)
 
 
 @pytest.mark.slow

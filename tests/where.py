@@ -69,14 +69,30 @@ def _same_conf():
 
 
 def _settings(spark) -> dict[str, str] | None:
-    """The session's settings, or None when there is no session or it cannot answer (a
-    Spark Connect session whose server a test has just stopped)."""
+    """The session's settings, or None when there is no session or it cannot answer within
+    EVTIME_SERVER_HEALTH_TIMEOUT (a Spark Connect session whose server a test has just
+    stopped, or SIGSTOPped: a request to that one would wait forever)."""
     if spark is None:
         return None
-    try:
-        return dict(spark.conf.getAll)
-    except Exception:  # (SparkConnectGrpcException: UNAVAILABLE)
-        return None
+    if not type(spark).__module__.startswith("pyspark.sql.connect"):
+        try:  # (this process's own JVM)
+            return dict(spark.conf.getAll)
+        except Exception:
+            return None
+    import threading
+
+    from evtime.session import health_timeout
+
+    box: list[dict[str, str]] = []
+
+    def ask() -> None:
+        with contextlib.suppress(Exception):  # (SparkConnectGrpcException: UNAVAILABLE)
+            box.append(dict(spark.conf.getAll))
+
+    thread = threading.Thread(target=ask, name="tests-settings", daemon=True)
+    thread.start()
+    thread.join(health_timeout())
+    return box[0] if box else None
 
 
 def _serve(conn, env: dict[str, str]) -> None:
