@@ -265,8 +265,7 @@ def on_timeline(name: str, text: str, ns: int) -> int:
         return ns
     if name in _LENGTHS:
         raise click.BadParameter(
-            f"{text!r}: longer than the int64 ns timeline (at most {LONGEST}ns, about 292 "
-            "years)"
+            f"{text!r}: longer than the int64 ns timeline (at most {LONGEST}ns, about 292 years)"
         )
     return max(-LONGEST - 1, min(LONGEST, ns))
 
