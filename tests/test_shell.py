@@ -142,38 +142,19 @@ def _screen(raw: str) -> list[str]:
 def test_progress_line_is_cleared_before_data_on_the_same_terminal(tmp_path, cli_env):
     """stdout and stderr on one terminal (a pty): what the terminal shows is the data's
     lines and the summary, no progress text left in front of the header."""
-    import os
-    import pty
-    import subprocess
-    import sys
-
     import pyarrow as pa
     import pyarrow.parquet as pq
+
+    from tests.terminal import on_a_terminal
 
     n = 400_000
     t0 = 1_700_000_000_000_000_000
     times = pa.array([t0 + ((i * 7919) % n) * 1000 for i in range(n)], pa.int64())
     pq.write_table(pa.table({"v": range(n), "time": times.cast(pa.timestamp("ns"))}),
                    tmp_path / "in.parquet", row_group_size=50_000)  # fmt: skip
-    script = os.path.join(os.path.dirname(sys.executable), "evtime")
-    main, sub = pty.openpty()
     env = dict(cli_env, EVTIME_DRIVER_IO_MAX="0", TERM="xterm")
-    proc = subprocess.Popen(
-        [script, "adjust", "--unit", "usec", "--range", "999999999", "in.parquet"],
-        cwd=tmp_path, env=env, stdin=subprocess.DEVNULL, stdout=sub, stderr=sub,
-    )  # fmt: skip
-    os.close(sub)
-    chunks = []
-    while True:
-        try:
-            data = os.read(main, 1 << 16)
-        except OSError:  # (EIO: the other end is closed)
-            break
-        if not data:
-            break
-        chunks.append(data)
-    assert proc.wait(timeout=300) == 0
-    raw = b"".join(chunks).decode()
+    args = ["adjust", "--unit", "usec", "--range", "999999999", "in.parquet"]
+    raw = on_a_terminal(args, env, tmp_path, stderr_too=True)
     assert "tasks, " in raw, "no progress line was shown: the test shows nothing"
     lines = [line for line in _screen(raw) if line]
     assert lines[0] == "v,time,evtime", lines[:2]

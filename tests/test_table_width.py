@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 from evtime.io.table import print_table
+from tests.terminal import on_a_terminal
 
 NAMES = ["arrival", "source", "time", "decision", "released_by", "reason", "note"]
 REASON = "late: evtime 2009-03-01T12:15:22.345678901Z is below the bound " + "x" * 150
@@ -57,34 +58,6 @@ def test_piped_the_table_is_full_width(tmp_path, monkeypatch):
     assert ROWS[0][2] in lines[2]
 
 
-def _on_a_terminal(args: list[str], env: dict, cwd) -> str:
-    """What ``evtime ARGS`` writes to standard output when that is a terminal (a pty)."""
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    script = os.path.join(os.path.dirname(sys.executable), "evtime")
-    main, sub = pty.openpty()
-    proc = subprocess.Popen(
-        [script, *args], cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=sub,
-        stderr=subprocess.PIPE,
-    )  # fmt: skip
-    os.close(sub)
-    chunks = []
-    while True:
-        try:
-            data = os.read(main, 1 << 16)
-        except OSError:  # (EIO: the other end is closed)
-            break
-        if not data:
-            break
-        chunks.append(data)
-    os.close(main)
-    assert proc.wait(timeout=300) == 0, proc.stderr.read()
-    return b"".join(chunks).decode().replace("\r\n", "\n")
-
-
 @pytest.mark.cli
 def test_explain_on_a_terminal_fits_it_and_csv_options_print_csv(tmp_path, cli_env):
     from tests.conftest import SAMPLES
@@ -102,8 +75,8 @@ def test_explain_on_a_terminal_fits_it_and_csv_options_print_csv(tmp_path, cli_e
         "yyyy/MM/dd HH:mm:ss:SSSSSSSSS",
     ]
     env = dict(cli_env, COLUMNS="120", TERM="xterm")
-    shown = _on_a_terminal(args, env, tmp_path).splitlines()
+    shown = on_a_terminal(args, env, tmp_path).replace("\r\n", "\n").splitlines()
     assert shown[0].split()[:2] == ["arrival", "source"] and len(shown) == 7, shown
     assert max(len(x) for x in shown) <= 120 and any("…" in x for x in shown), shown
-    tsv = _on_a_terminal([*args, "--tsv"], env, tmp_path).splitlines()
+    tsv = on_a_terminal([*args, "--tsv"], env, tmp_path).replace("\r\n", "\n").splitlines()
     assert tsv[0].startswith("arrival\tsource\ttime\t") and len(tsv) == 6, tsv
