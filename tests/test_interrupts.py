@@ -33,6 +33,16 @@ def big_csv(tmp_path_factory) -> Path:
 ADJUST = ["adjust", "--unit", "msec", "--range", "999"]
 
 
+def _started(args: list[str], cwd: Path, env: dict) -> subprocess.Popen:
+    """The installed script running ``evtime ARGS`` in a session (a process group) of its
+    own, as a shell's foreground job is."""
+    script = Path(sys.executable).parent / "evtime"
+    return subprocess.Popen(
+        [str(script), *args], cwd=cwd, env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+
+
 def _marked(mark: str) -> list[int]:
     """The processes whose environment holds ``mark`` (every process evtime started)."""
     found = []
@@ -94,20 +104,11 @@ def _wait_for(mark: str, kind, proc: subprocess.Popen, timeout: float = 120) -> 
     ],
 )
 def test_a_signal_ends_evtime_and_everything_it_started(big_csv, tmp_path, cli_env, moment, sig):
-    script = Path(sys.executable).parent / "evtime"
     mark = f"evtime-test-{uuid.uuid4().hex}"
     env = dict(cli_env, EVTIME_TEST_MARK=mark, EVTIME_DRIVER_IO_MAX="0")
     out = tmp_path / "out"
     out.mkdir()
-    proc = subprocess.Popen(
-        [str(script), *ADJUST, "-o", "sorted.parquet", str(big_csv)],
-        cwd=out,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = _started([*ADJUST, "-o", "sorted.parquet", str(big_csv)], out, env)
     try:
         _wait_for(mark, _is_jvm if moment == "start-up" else _is_python_worker, proc)
         if sig == signal.SIGINT:
@@ -134,7 +135,6 @@ def test_ctrl_c_while_publishing_leaves_nothing(tmp_path, cli_env):
     """SIGINT when the output is complete under its temporary name and not yet renamed
     (the run paused there by EVTIME_CRASH_AT=publishing): exit 130, one line, neither the
     output nor the temporary file left, no process evtime started alive."""
-    script = Path(sys.executable).parent / "evtime"
     mark = f"evtime-test-{uuid.uuid4().hex}"
     paused = tmp_path / "paused"
     src = tmp_path / "in.csv"
@@ -151,15 +151,7 @@ def test_ctrl_c_while_publishing_leaves_nothing(tmp_path, cli_env):
     )
     out = tmp_path / "out"
     out.mkdir()
-    proc = subprocess.Popen(
-        [str(script), *ADJUST, "-o", "sorted.csv", str(src)],
-        cwd=out,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    proc = _started([*ADJUST, "-o", "sorted.csv", str(src)], out, env)
     try:
         deadline = time.monotonic() + 240
         while not paused.exists():  # (the run reached the point: no guess at a time)
