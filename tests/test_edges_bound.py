@@ -175,9 +175,9 @@ def test_sweep_adjust_at_the_edges(run_cli, tmp_path, unit, edge):
 @pytest.mark.parametrize("edge", ["low", "high", "1900"])
 def test_sweep_merge_at_the_edges(run_cli, tmp_path, edge):
     """sweep merge --wait (huge waits: issue 49's 100000d over times in 1900) with
-    --unit/--range (a range reaching past the edge; nsec: a time truncated before the first
-    instant is the first instant, by design, where the model's Python ints go below it):
-    the model's released and discarded per wait."""
+    --unit/--range (a range reaching past the edge; usec: times truncated before the first
+    instant are the first instant, as the model's truncation has it too): the model's
+    released and discarded per wait."""
     from tests.model.merge import merge as model_merge
     from tests.test_edges import merge_sources
 
@@ -187,8 +187,11 @@ def test_sweep_merge_at_the_edges(run_cli, tmp_path, edge):
     paths, model = merge_sources(tmp_path, times, clock=clock)
     day = UNITS["day"]
     waits = [0, 100_000 * day, MAX]
-    for extra, kw in ([], {}), (["--unit", "nsec", "--range", str(MAX // 2)],
-                                dict(unit_ns=1, range_n=MAX // 2)):  # fmt: skip
+    for extra, kw in (
+        ([], {}),
+        (["--unit", "nsec", "--range", str(MAX // 2)], dict(unit_ns=1, range_n=MAX // 2)),
+        (["--unit", "usec", "--range", str(MAX // 2000)], dict(unit_ns=1000, range_n=MAX // 2000)),
+    ):
         wait = ",".join(f"{w}ns" for w in waits)
         r = run_cli("sweep", "merge", "--time-format", "epoch_ns", "--arrival", "recv",
                     *extra, "--wait", wait, "--format", "csv", *paths)  # fmt: skip

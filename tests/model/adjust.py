@@ -31,9 +31,13 @@ def iso(ns: int | None) -> str:
     return datetime.fromtimestamp(s, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
 
+FIRST = -(1 << 63)  # the first instant of the int64 ns timeline
+
+
 def floor_to(t: int, unit_ns: int) -> int:
-    """``floor(t / unit) * unit`` for integer nanoseconds."""
-    return (t // unit_ns) * unit_ns
+    """``floor(t / unit) * unit`` for integer nanoseconds; a time truncated below the first
+    instant is the first instant (evtime's documented choice at the edge of the timeline)."""
+    return max((t // unit_ns) * unit_ns, FIRST)
 
 
 @dataclass
