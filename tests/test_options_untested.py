@@ -23,7 +23,7 @@ from tests.model.bound import Event
 from tests.model.bound import bound as model_bound
 from tests.model.merge import Arrival, merge_output
 from tests.model.merge import merge as model_merge
-from tests.test_sweep import expected_adjust, expected_bound, expected_merge
+from tests.test_sweep import expected_adjust, expected_bound, expected_merge, sweep_rows
 
 S = 1_000_000_000
 T0 = 1_672_531_200 * S  # 2023-01-01T00:00:00Z
@@ -118,10 +118,10 @@ def _per_command():
         assert [row["decision"] for row in r.csv()] == [x.decision for x in brows]
 
     def sweep_adjust_ok(r):
-        assert r.csv() == [expected_adjust(arr, S, 3)]
+        assert sweep_rows(r) == [expected_adjust(arr, S, 3)]
 
     def sweep_bound_ok(r):
-        assert r.csv() == [expected_bound([Event((), t) for t in TIMES], "window", "10s",
+        assert sweep_rows(r) == [expected_bound([Event((), t) for t in TIMES], "window", "10s",
                                           size=10 * S)]  # fmt: skip
 
     return {
@@ -156,7 +156,7 @@ def test_sweep_merge_input_format(run_cli, workdir):
                 "--input-format", "csv", "a.parquet")  # fmt: skip
     assert r.exit_code == 0, r.stderr
     src = [[Arrival(0, t, arrival_time=t + 2 * S) for t in TIMES]]
-    assert r.csv() == [expected_merge(src, "0s", 0), expected_merge(src, "3s", 3 * S)]
+    assert sweep_rows(r) == [expected_merge(src, "0s", 0), expected_merge(src, "3s", 3 * S)]
 
 
 # ---------------------------------------------------------------- compressed inputs
@@ -263,7 +263,7 @@ def test_sweep_bound_slide_offset_inclusive_agg_udaf(run_cli, workdir):
                 "--format", "csv", "in.csv")  # fmt: skip
     assert r.exit_code == 0, r.stderr
     events = [Event((), t) for t in TIMES]
-    assert r.csv() == [
+    assert sweep_rows(r) == [
         expected_bound(events, "window", f"{n}s", size=n * S, slide=5 * S, offset=S,
                        inclusive_end=True)
         for n in (10, 20)
@@ -281,7 +281,7 @@ def test_sweep_merge_unit_range(run_cli, workdir):
                 "--range", "1", "--format", "csv", "a.csv", "b.csv")  # fmt: skip
     assert r.exit_code == 0, r.stderr
     src = [[Arrival(i, t, arrival_time=x) for t, x in rows] for i, rows in enumerate((a, b))]
-    assert r.csv() == [
+    assert sweep_rows(r) == [
         expected_merge(src, text, w, unit_ns=S, range_n=1) for text, w in (("0s", 0), ("2s", 2 * S))
     ]
 
@@ -297,10 +297,7 @@ def test_sweep_output_and_overwrite(run_cli, workdir):
     r = run_cli(*args, "--overwrite")
     assert r.exit_code == 0, r.stderr
     assert r.stdout == ""
-    import csv
-
-    with open(workdir / "out.csv", newline="") as f:
-        got = list(csv.DictReader(f))
+    got = sweep_rows((workdir / "out.csv").read_text())
     arr = [((), t) for t in TIMES]
     assert got == [expected_adjust(arr, S, 0), expected_adjust(arr, S, 4)]
 

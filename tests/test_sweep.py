@@ -4,6 +4,9 @@ the seed's known results as acceptance."""
 
 from __future__ import annotations
 
+import csv
+import io
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -28,10 +31,11 @@ def _seconds(ns: int | None) -> int | str:
 HOLDS = ("max_hold_s", "mean_hold_s")  # seconds, numbers (the unit in the name)
 
 
-def _csv(r) -> list[dict]:
-    """The sweep's CSV rows, its holds read as numbers of seconds and given in ns (a
-    float's shortest text reads back to the float: exact to the ns at these sizes)."""
-    rows = r.csv()
+def sweep_rows(r) -> list[dict]:
+    """The sweep's CSV rows (of a run's Result, or of CSV text), its holds read as numbers
+    of seconds and given in ns (a float's shortest text reads back to the float: exact to
+    the ns at these sizes)."""
+    rows = list(csv.DictReader(io.StringIO(r))) if isinstance(r, str) else r.csv()
     for row in rows:
         for c in HOLDS:
             row[c] = "" if row[c] == "" else round(float(row[c]) * 1e9)
@@ -89,7 +93,7 @@ def test_sweep_adjust_equals_model(run_cli, tmp_path, rows, ranges, keyed):
     )
     assert r.exit_code == 0, r.stderr
     arrivals = [((k,) if keyed else (), t) for (k, _), t in zip(rows, times, strict=True)]
-    assert _csv(r) == [expected_adjust(arrivals, MS, n) for n in ranges]
+    assert sweep_rows(r) == [expected_adjust(arrivals, MS, n) for n in ranges]
     assert f"read {len(rows)}, {len(ranges)} settings" in r.stderr
 
 
@@ -268,7 +272,7 @@ def test_sweep_merge_equals_model(run_cli, tmp_path, case):
     )
     assert r.exit_code == 0, r.stderr
     arrivals = [[Arrival(s, t, b, a) for _, t, b, a in rows] for s, rows in enumerate(sources)]
-    assert _csv(r) == [expected_merge(arrivals, f"{w}ns", w, **options) for w in waits]
+    assert sweep_rows(r) == [expected_merge(arrivals, f"{w}ns", w, **options) for w in waits]
 
 
 APAMA = ["E=" + str(SAMPLES / "merge/apama_e.csv"), "X=" + str(SAMPLES / "merge/apama_x.csv")]
@@ -295,7 +299,7 @@ def test_sweep_merge_seed(run_cli):
     want = [
         expected_merge(arrivals, t, w) for t, w in (("0s", 0), ("30m", hour // 2), ("1h", hour))
     ]
-    assert _csv(r) == want
+    assert sweep_rows(r) == want
     assert want[2]["discarded"] == "0" and want[0]["released"] == "0"  # the seed keeps all
     one = run_cli("merge", "--wait", "30m", *args)
     assert one.exit_code == 0, one.stderr
@@ -371,7 +375,7 @@ def test_sweep_bound_cti_delay_equals_model(run_cli, tmp_path, rows, every, dela
         )
         for d in delays
     ]
-    assert _csv(r) == want
+    assert sweep_rows(r) == want
 
 
 @SETTINGS
@@ -390,7 +394,7 @@ def test_sweep_bound_window_equals_model(run_cli, tmp_path, rows, sizes, late):
     assert r.exit_code == 0, r.stderr
     events = [Event((), 10**12 + t) for t in rows]
     want = [expected_bound(events, "window", f"{s}ns", size=s, late=late) for s in sizes]
-    assert _csv(r) == want
+    assert sweep_rows(r) == want
 
 
 def test_sweep_bound_seed_cti(run_cli):
@@ -417,7 +421,7 @@ def test_sweep_bound_seed_cti(run_cli):
         )
         for text, d in delays.items()
     ]
-    assert _csv(r) == want
+    assert sweep_rows(r) == want
     # (the story above, in the model's numbers)
     assert [(w["released"], w["discarded"]) for w in want] == [
         ("5", "2"), ("6", "1"), ("7", "0"), ("7", "0")
