@@ -341,9 +341,12 @@ def test_merge_with_join_leave_discards_and_emitted_bounds(run_cli, workdir):
 def test_merge_errors_name_the_problem(run_cli, workdir):
     (workdir / "a.csv").write_text("time,x\n2020-01-01T00:00:00Z,1\n")
     (workdir / "b.csv").write_text("time,x\n2020-01-01T00:00:00Z,abc\n")
-    r = run_cli("merge", "a.csv", "b.csv")
+    # (CSV columns are text as written: two CSV files never conflict; JSON Lines types do)
+    (workdir / "a.jsonl").write_text('{"time":"2020-01-01T00:00:00Z","x":1}\n')
+    (workdir / "b.jsonl").write_text('{"time":"2020-01-01T00:00:00Z","x":"abc"}\n')
+    r = run_cli("merge", "a.jsonl", "b.jsonl")
     assert r.exit_code == 1
-    assert "'x'" in r.stderr and "a.csv" in r.stderr and "b.csv" in r.stderr
+    assert "'x'" in r.stderr and "a.jsonl" in r.stderr and "b.jsonl" in r.stderr
     r = run_cli("merge", "--wait", "1h", "a.csv")
     assert r.exit_code == 2 and "--wait needs --arrival" in r.stderr
     r = run_cli("merge", "--emit-bounds", "a.csv")
