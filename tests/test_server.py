@@ -199,14 +199,17 @@ def test_stop_ends_the_server_process_and_status_then_exits_3(workers):
     pid = _record(w)["pid"]
     code, status, _, _ = w.run(["server", "status"], None)
     assert code == 0 and f"pid {pid}" in status
-    code, out, err, exc = w.run(["server", "stop"], None)
+    # (after the stop, the worker's own Connect session cannot answer: its settings are
+    # given up on after 5 s, not the default 60)
+    fast = {"EVTIME_SERVER_HEALTH_TIMEOUT": "5"}
+    code, out, err, exc = w.run(["server", "stop"], None, env=fast)
     assert code == 0 and "stopped the local server" in out, (out, err, exc)
     deadline = time.monotonic() + 60
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _alive(pid)
     try:
-        code, out, _, _ = w.run(["server", "status"], None)
+        code, out, _, _ = w.run(["server", "status"], None, env=fast)
         assert code == 3 and "not running" in out
     finally:  # (its session was on the server stopped: a later test gets a fresh worker)
         workers.pop("connect").stop()

@@ -121,8 +121,12 @@ def _serve(conn, env: dict[str, str]) -> None:
         from pyspark.sql import SparkSession
 
         spark = SparkSession.getActiveSession()
-        if spark is not None:
-            spark.stop()
+        if spark is not None:  # (a Connect session whose server is gone: not for long)
+            import threading
+
+            done = threading.Thread(target=spark.stop, name="tests-stop", daemon=True)
+            done.start()
+            done.join(10)
         conn.close()
 
 
