@@ -6,6 +6,15 @@ import re
 
 from evtime.errors import UsageError
 
+FIRST = -(1 << 63)  # the first and last instants of the int64 ns timeline
+LAST = (1 << 63) - 1
+
+
+def clamp(x: int) -> int:
+    """``x`` (a Python int, any size) saturated to the int64 range."""
+    return FIRST if x < FIRST else LAST if x > LAST else x
+
+
 UNITS = {
     "nsec": 1,
     "usec": 1_000,
@@ -45,7 +54,7 @@ def truncated_range(
     if lo is None or hi is None:
         return None
     lo_t, hi_t = (lo - lo % unit, hi - hi % unit) if unit else (lo, hi)
-    return max(lo_t, -(1 << 63)), max(hi_t, -(1 << 63))  # (saturated: see engine/saturate)
+    return max(lo_t, FIRST), max(hi_t, FIRST)  # (saturated: see engine/saturate)
 
 
 def duration_ns(text: str) -> int:

@@ -253,7 +253,6 @@ def _marker(ctx, param, value):
     return col, val
 
 
-LONGEST = (1 << 63) - 1  # ns: the int64 timeline's length
 _LENGTHS = ("size", "sizes", "slide")  # (window lengths and hops: refused past the timeline)
 
 
@@ -261,13 +260,13 @@ def on_timeline(name: str, text: str, ns: int) -> int:
     """A duration of the option ``name`` as evtime computes with it: a window length or hop
     longer than the int64 ns timeline is refused (a usage error); any other duration (a
     wait, a delay, an offset) past it saturates: it reaches past every time as it is."""
-    if -LONGEST - 1 <= ns <= LONGEST:
-        return ns
-    if name in _LENGTHS:
+    from evtime.units import LAST, clamp
+
+    if name in _LENGTHS and ns > LAST:
         raise click.BadParameter(
-            f"{text!r}: longer than the int64 ns timeline (at most {LONGEST}ns, about 292 years)"
+            f"{text!r}: longer than the int64 ns timeline (at most {LAST}ns, about 292 years)"
         )
-    return max(-LONGEST - 1, min(LONGEST, ns))
+    return clamp(ns)
 
 
 def duration(ctx, param, value):

@@ -20,13 +20,10 @@ import numpy as np
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
-MIN = -(1 << 63)
-MAX = (1 << 63) - 1
-
-
-def clamp(x: int) -> int:
-    """``x`` (a Python int, any size) saturated to the int64 range."""
-    return MIN if x < MIN else MAX if x > MAX else x
+# (the timeline's limits and clamp, for the engine under the names it uses)
+from evtime.units import FIRST as MIN
+from evtime.units import LAST as MAX
+from evtime.units import clamp as clamp
 
 
 def _plus(x, n: int, lit):

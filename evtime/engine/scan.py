@@ -39,6 +39,7 @@ from pyspark.util import PythonEvalType
 
 from evtime.engine.running import NONE, RunningFromGroups, RunningInRuns, values_of
 from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ, SEQ_FILE_SHIFT
+from evtime.units import LAST
 
 UNBOUNDED = Window.unboundedPreceding
 BUCKET_BITS = 10  # up to 1024 value buckets for searches and output positions
@@ -158,7 +159,7 @@ def bucketer(lo: int | None, hi: int | None) -> Callable[[Column], Column]:
 
     def bucket(c: Column) -> Column:
         if shift == 0:  # (hi - lo < 1024: c - lo overflows only far past hi)
-            past = c >= F.lit(lo + top) if lo + top <= (1 << 63) - 1 else F.lit(False)
+            past = c >= F.lit(lo + top) if lo + top <= LAST else F.lit(False)
             return F.when(c <= F.lit(lo), 0).when(past, top).otherwise(c - F.lit(lo))
         # (c - lo) >> shift without overflow (lo and c may be 2**63 or more apart): halves
         half = F.shiftright(c, 1) - F.lit(lo >> 1)
@@ -176,10 +177,9 @@ def bucket_number(lo: int, hi: int, value: int | np.ndarray) -> int | np.ndarray
     shift = max(0, (hi - lo).bit_length() - BUCKET_BITS)
     top = (1 << BUCKET_BITS) - 1
     if isinstance(value, np.ndarray):  # (as bucketer: no int64 overflow)
-        if shift == 0:
-            return np.where(value <= lo, 0, np.minimum(value.astype(object) - lo, top)).astype(
-                np.int64
-            )
+        if shift == 0:  # (value - lo wraps only where value is past lo + top: not taken)
+            past = value >= lo + top if lo + top <= LAST else np.zeros(value.shape, bool)
+            return np.where(value <= lo, 0, np.where(past, top, value - lo))
         half = (value >> 1) - (lo >> 1) - (((value & 1) == 0) & bool(lo & 1))
         return np.where(value <= lo, 0, np.minimum(half >> (shift - 1), top))
     return 0 if value <= lo else min((value - lo) >> shift, top)
