@@ -30,6 +30,7 @@ import hashlib
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # the first four bytes of a complete dynamic archive (JDK: CDS_DYNAMIC_ARCHIVE_MAGIC)
@@ -175,18 +176,17 @@ TRAINING = (
 TRAINING_ROWS = 40_000
 
 
-def train() -> list[str]:
+def train(run: Callable[[list[str]], object]) -> list[str]:
     """Run :data:`TRAINING` quietly in this process's Spark session (the JVM that writes
-    the archive), over small generated Parquet files read in Spark tasks; the jobs that
-    failed are returned, and otherwise left alone (the archive only misses their
-    classes)."""
+    the archive), over small generated Parquet files read in Spark tasks, each job by
+    ``run`` (the command line's entry: ``evtime.cli.main``, which ends with SystemExit);
+    the jobs that failed are returned, and otherwise left alone (the archive only misses
+    their classes)."""
     import io
     import tempfile
     from unittest import mock
 
     from pyspark.sql import SparkSession
-
-    from evtime.cli import main
 
     spark = SparkSession.getActiveSession()
     if spark is None or not spark.conf.get("spark.master", "").startswith("local"):
@@ -203,7 +203,7 @@ def train() -> list[str]:
         files = {"a": _events(f"{d}/in-a.parquet", 0), "b": _events(f"{d}/in-b.parquet", 1)}
         for job in TRAINING:
             try:
-                main([*(a.format(d=d, **files) for a in job.split()), "-q"])
+                run([*(a.format(d=d, **files) for a in job.split()), "-q"])
             except SystemExit as done:
                 if done.code:
                     failed.append(job)

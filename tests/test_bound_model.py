@@ -84,7 +84,7 @@ def _spec(keyed, cfg):
 
 def _engine(spark, keyed, events, cfg, explain=True):
     from evtime.engine import bound as engine
-    from evtime.io import reader
+    from evtime.io import inputs, reader
     from evtime.io.sources import expand_inputs
 
     with tempfile.TemporaryDirectory() as d:
@@ -97,7 +97,7 @@ def _engine(spark, keyed, events, cfg, explain=True):
         # (as `evtime bound` reads: every CSV column in the type its text reads as, but
         # the --bound-marker column)
         opts = reader.ReadOptions(time="t", time_format="epoch_ns", all_typed=True, text=("kind",))
-        df, _, _ = reader.read(spark, files, opts)
+        df, _, _ = inputs.read(spark, files, opts)
         spec = _spec(keyed, cfg)
         spec.check()
         aggs = [VALUES + " AS vs", "count(v) AS n"]

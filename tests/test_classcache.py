@@ -210,7 +210,9 @@ def test_training_runs_every_command_quietly(spark, capfd, monkeypatch):
     """The writing run's training (classcache.train): every job succeeds in this process's
     session, prints nothing, and leaves the environment as it was."""
     monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "123")
-    assert classcache.train() == []
+    from evtime.cli import main
+
+    assert classcache.train(main) == []
     assert capfd.readouterr() == ("", "")
     assert os.environ["EVTIME_DRIVER_IO_MAX"] == "123"
     commands = {job.split()[0] for job in classcache.TRAINING}

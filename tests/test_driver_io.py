@@ -10,7 +10,7 @@ import pytest
 
 from evtime.cli import run
 from evtime.errors import UsageError
-from evtime.io import reader
+from evtime.io import inputs
 from evtime.io.sources import expand_inputs
 from evtime.session import SessionOptions
 from tests.conftest import SAMPLES
@@ -20,15 +20,15 @@ SAMPLE = str(SAMPLES / "tuples.parquet")
 
 @pytest.fixture
 def task_reads(monkeypatch) -> list[int]:
-    """Counts the reads done by Spark tasks (reader.read)."""
+    """Counts the reads done by Spark tasks (inputs.read)."""
     calls: list[int] = []
-    real = reader.read
+    real = inputs.read
 
     def counted(*a, **kw):
         calls.append(1)
         return real(*a, **kw)
 
-    monkeypatch.setattr(reader, "read", counted)
+    monkeypatch.setattr(inputs, "read", counted)
     return calls
 
 

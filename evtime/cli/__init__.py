@@ -208,4 +208,4 @@ def _train_class_archive(quiet: bool) -> None:
             err=True,
         )
     with contextlib.suppress(Exception, KeyboardInterrupt):
-        classcache.train()
+        classcache.train(main)

@@ -341,7 +341,9 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
         inp.as_read = None
         how = "read in this process (a small local input)"
     elif files:
-        df, lay, footing = reader.read(spark, files, opts, lay)
+        from evtime.io import inputs
+
+        df, lay, footing = inputs.read(spark, files, opts, lay)
         # counted and ranged by the Parquet footers, or as the rows were numbered
         inp.counted = (footing.good, footing.bad)
         inp.time_range = (footing.least, footing.greatest)

@@ -1,6 +1,6 @@
 """Parquet inputs read by Spark's own (vectorised) Parquet reader instead of pyarrow in tasks.
 
-:func:`evtime.io.reader.read` uses :func:`read_native` first: when every input is a Parquet
+:func:`evtime.io.inputs.read` uses :func:`read_native` first: when every input is a Parquet
 file that Spark reads exactly as pyarrow does, it gives the DataFrame that
 :func:`~evtime.io.reader.read_tasks` would give (same columns, Spark types and values)
 without Python workers and without a checkpoint (a Parquet re-scan is cheap):

@@ -759,23 +759,6 @@ def spark_schema(
         raise InputError(f"a column has a type evtime cannot carry through Spark: {err}") from None
 
 
-def read(
-    spark, files: list[InputFile], opts: ReadOptions, lay: Layout | None = None
-):  # -> (DataFrame, Layout, Footing)
-    """The rows of ``files`` as a DataFrame with arrival and ns-time columns, and their
-    :class:`Footing`; ``lay`` is the :func:`layout` when the caller already has it.  Parquet
-    inputs that Spark's own reader gives exactly are read by it (:func:`read_native`, the
-    footing from their footers), the others by pyarrow in tasks (:func:`read_tasks`)."""
-    from evtime.io.native import read_native
-
-    lay = lay or layout(files, opts)
-    native = read_native(spark, files, opts, lay)
-    if native is not None:
-        return native[0], lay, native[1]
-    df, footing = read_tasks(spark, files, opts, lay)
-    return df, lay, footing
-
-
 def read_tasks(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):
     """The rows read by pyarrow inside Spark tasks, one task per chunk (a Parquet row group,
     a span of a big text file or a whole text file), checkpointed, and their
