@@ -148,3 +148,53 @@ def test_every_environment_variable_the_code_reads_is_documented():
     page = (ROOT / "man" / "src" / "environment.roff").read_text().replace("\\-", "-")
     missing = sorted(n for n in names if n not in page)
     assert not missing, f"read by the code, not in ENVIRONMENT: {missing}"
+
+
+def _names_in(path) -> set[str]:
+    """The functions, classes, methods and assignments of a module's source."""
+    import ast
+
+    tree = ast.parse(path.read_text())
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+def test_architecture_names_only_code_that_exists():
+    """docs/ARCHITECTURE.md's code references resolve: `cli/run.py`, `io/inputs.py`,
+    `engine/bound.py: windows`, `engine/adjust_in_place.ordered_in_place`, `run.driver_io`,
+    `writer.Sink`, `MergeSpec.simple` (a module of evtime/cli, engine or io, or a name
+    defined in one)."""
+    import re
+
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    pkg = ROOT / "evtime"
+    files = [p for p in pkg.glob("*/*.py") if p.stem != "__init__"]
+    modules = {p.stem: p for p in files}  # (a name in two packages: checked by its path)
+    defined = {n for p in files for n in _names_in(p)}
+    checked, wrong = 0, []
+    for ref in re.findall(r"`([^`\s]+(?:: \w+)?)`", text):
+        ref = ref.removeprefix("evtime/")
+        path = re.fullmatch(r"(cli|engine|io)/(\w+)\.py(?:(?::\s*|:)(\w+))?", ref)
+        dotted = re.fullmatch(r"(?:(cli|engine|io)/)?(\w+)\.(\w+)", ref)
+        if path:
+            file = pkg / path[1] / f"{path[2]}.py"
+            ok = file.exists() and (path[3] is None or path[3] in _names_in(file))
+        elif dotted and dotted[2] in modules and not ref.endswith(".py"):
+            file = modules[dotted[2]] if dotted[1] is None else pkg / dotted[1] / f"{dotted[2]}.py"
+            ok = file.exists() and dotted[3] in _names_in(file)
+        elif dotted and dotted[2][:1].isupper():  # (a class and its attribute)
+            ok = dotted[2] in defined and dotted[3] in defined
+        else:
+            continue
+        checked += 1
+        if not ok:
+            wrong.append(ref)
+    assert checked > 20  # (the references are still found)
+    assert wrong == []

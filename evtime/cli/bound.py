@@ -175,7 +175,7 @@ def _items(kw: dict):
     return udaf.split_aggs(kw.pop("aggs"), udafs)
 
 
-def _check_columns(spec):
+def check_columns(spec):
     def check(lay) -> None:
         run.column_check("--bound-marker", (spec.marker or (None,))[0], lay.schema.names)
 
@@ -343,7 +343,7 @@ def bound(**kw) -> None:
             if not ses.quiet:
                 click.echo(str(done), err=True)
             return
-    spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
+    spark, df, lay, files = run.start(inp, ses, check_columns(spec))
     try:
         _bound(kw, spec, items, ses, inp, started, df, lay)
     except Exception as err:  # a text value an --agg could not read as a number
@@ -489,7 +489,7 @@ def _stateful(kw, spec, items, record, ses, inp, started) -> None:
         spark, df, lay, files = run.start(
             inp,
             ses,
-            _check_columns(spec),
+            check_columns(spec),
             before_spark=run.state_opener(kw, "bound", record, box),
         )
         (stf,) = box
@@ -596,7 +596,7 @@ def explain_bound(**kw) -> None:
     from evtime.io.writer import ROUTE, Sink
 
     fmt = explain_format(kw["fmt"], kw["output"])
-    spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
+    spark, df, lay, files = run.start(inp, ses, check_columns(spec))
     cl = engine.prepare(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
     w, _ = engine.windows(cl, spec, [engine.opened()] if plot_path else [])
     if plot_path:

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import os
-import re
 import sys
 import time
 from functools import partial
@@ -12,6 +10,14 @@ from functools import partial
 import click
 
 from evtime.cli import options, run
+from evtime.cli.explain import (
+    explain_format,
+    explain_output,
+    plot_option,
+    plot_title,
+    rejected_frame,
+)
+from evtime.cli.merge_setup import setup
 from evtime.units import UNITS
 
 EXAMPLES = """
@@ -23,8 +29,6 @@ Examples:
   evtime merge --join-leave --arrival received a.csv b.csv --discards late.csv
   evtime merge --state st/ --arrival received -o day2.csv a=a-day2.csv b=b-day2.csv
 """
-
-_NAME = re.compile(r"[\w.\-]+")
 
 
 def _wait(ctx, param, value):
@@ -70,130 +74,6 @@ merge_options = options._stack(
     ),
     section="Operator",
 )
-
-
-def _sources(args: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """NAME=PATH -> (names, paths); a source without a name is named by its path."""
-    from evtime.errors import UsageError
-
-    names, paths = [], []
-    for a in args:
-        name, sep, path = a.partition("=")
-        if sep and path and _NAME.fullmatch(name) and not os.path.exists(a):
-            names.append(name)
-            paths.append(path)
-        else:
-            names.append(a)
-            paths.append(a)
-    seen = set()
-    for n in names:
-        if n in seen:
-            raise UsageError(f"two sources are named {n!r}: name them with NAME=PATH")
-        seen.add(n)
-    return names, paths
-
-
-def _setup(kw: dict, command: str, check=None, classify: bool = True, stream=None, meanwhile=None):
-    """Check options, read the sources (``check(layout)`` before any work on them), and
-    classify every row (only prepare it: ``classify=False``).  ``stream``: ``--state``
-    (:mod:`evtime.cli.merge_state`): opens the state before Spark, and maps this run's
-    sources to the stream's.  ``meanwhile(spec)``: what run.start runs while Spark starts
-    (None: nothing)."""
-    from evtime.errors import UsageError
-    from evtime.units import duration_ns
-
-    ses, inp = run.session_of(kw), run.inputs_of(kw)
-    if inp.keys:
-        raise UsageError(f"{command} does not take --key: every source is one stream")
-    if kw["wait"] is not None and not kw["arrival"]:
-        raise UsageError("--wait needs --arrival COL (the wall-clock arrival time of each row)")
-    if kw["arrival"] and inp.order_by:
-        raise UsageError("give --arrival or --order-by, not both (--arrival also orders)")
-    if (kw["unit"] is None) != (kw["range_"] is None):
-        raise UsageError("--unit and --range go together")
-    names, paths = _sources(inp.inputs)
-    inp.inputs = tuple(paths)
-    if kw["arrival"]:
-        inp.text_times = (kw["arrival"],)
-    from evtime.engine import merge as engine
-
-    spec = engine.MergeSpec(
-        names=tuple(names),
-        marker=kw["bound_marker"],
-        strict=kw["strict_bounds"],
-        tick=kw["tick"],
-        ordered=bool(kw["arrival"] or inp.order_by),
-        arrival=bool(kw["arrival"]),
-        wait=duration_ns(kw["wait"]) if kw["wait"] is not None else None,
-        wait_text=kw["wait"],
-        join_leave=kw["join_leave"],
-        unit=kw["unit"],
-        range=kw["range_"] or 0,
-    )
-
-    def checks(lay) -> None:
-        run.column_check("--bound-marker", (spec.marker or (None,))[0], lay.schema.names)
-        run.column_check("--arrival", kw["arrival"], lay.schema.names)
-        if check:
-            check(lay)
-
-    before = stream.opener(names) if stream else None
-    during = meanwhile(spec) if meanwhile and not stream else None
-    spark, df, lay, files = run.start(inp, ses, checks, before, during)
-    groups = [f.group for f in files]
-    if stream:
-        spec, groups = stream.sources(spec, groups)
-    inp.sources = tuple(groups)
-    if inp.rejected is not None:
-        from pyspark.sql import functions as F
-
-        from evtime.io.reader import FILE
-
-        of_file = F.array(*[F.lit(g) for g in groups])
-        inp.rejected = inp.rejected.withColumn(engine.SRC, F.element_at(of_file, F.col(FILE) + 1))
-    if kw["arrival"]:
-        from evtime.engine.scan import AsRead, order_arrivals
-
-        df = engine.with_now(
-            df, lay, kw["arrival"], inp.time_format, inp.tz, [f.shown for f in files]
-        )
-        df = order_arrivals(df, engine.NOW)
-        inp.as_read = AsRead()  # (numbered again: no longer as read)
-    df = engine.prepare(df, spec, groups)
-    if classify:
-        df = engine.classify(df, spec)
-    return ses, inp, spec, df, lay
-
-
-def _rejected_route():
-    from pyspark.sql import functions as F
-
-    from evtime.engine import merge as engine
-
-    return F.concat(F.lit("discard:"), F.col(engine.SRC).cast("string"))
-
-
-def _routes(spec) -> list[str]:
-    return [f"{kind}:{s}" for s in range(spec.n) for kind in ("out", "discard", "bound")]
-
-
-def _route_column():
-    from pyspark.sql import functions as F
-
-    from evtime.engine import merge as engine
-
-    kind = F.when(F.col(engine.BND), "bound").when(F.col(engine.KEEP), "out").otherwise("discard")
-    return F.concat(kind, F.lit(":"), F.col(engine.SRC).cast("string"))
-
-
-def _route(names: list[str], batch):
-    """``_route_column`` in Arrow, from the keep flag a part step gives (data rows only),
-    as numbers into ``names`` (:func:`_routes`: per source, out, discard, bound)."""
-    from evtime.engine import merge as engine
-    from evtime.io.writer import routes
-
-    kept = batch.column(engine.KEEP).to_numpy(zero_copy_only=False)
-    return routes(batch.column(engine.SRC).to_numpy() * 3 + ~kept, names)
 
 
 def _summary(
@@ -347,7 +227,7 @@ def merge(**kw) -> None:
 
         return run.from_footers(find)
 
-    ses, inp, spec, df, lay = _setup(kw, "merge", check, classify=False, meanwhile=early)
+    ses, inp, spec, df, lay = setup(kw, "merge", check, classify=False, meanwhile=early)
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     copies: dict[str, str] = {}
     if discards:  # (the row's own arrival, reason, bound: kept before the operator adds its)
@@ -375,7 +255,7 @@ def merge(**kw) -> None:
         df = engine.classify(df, spec)
 
     own = lay.schema.names
-    routes = _routes(spec)
+    routes = engine.route_names(spec)
     # the source's name and the event time are made in Arrow, where the rows are written
     derived = {source_as: Derived(engine.SRC, tuple(spec.names)), as_: Derived(engine.EVT)}
     sinks = [
@@ -402,7 +282,7 @@ def merge(**kw) -> None:
     rows = df.withColumns(
         {
             # (with a step, the route is given as the parts are written)
-            ROUTE: _route_column() if step is None else F.lit(None).cast("string"),
+            ROUTE: engine.route_column() if step is None else F.lit(None).cast("string"),
             "_evt_kind": F.lit(0),
         }
     )
@@ -424,19 +304,10 @@ def merge(**kw) -> None:
     if step is None:
         rows = sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind", limits=limits)
     else:
-        step = run.Routed(step, partial(_route, routes), (engine.SRC,))
-    rows = run.with_rejected(rows, inp, route=_rejected_route())
+        step = run.Routed(step, partial(engine.route_numbers, routes), (engine.SRC,))
+    rows = run.with_rejected(rows, inp, route=engine.rejected_route())
     counts = run.write_and_publish(rows, sinks, lay, step)
     _summary("merge", ses, spec, counts, started, read, max_discards)
-
-
-from evtime.cli.explain import (  # noqa: E402
-    explain_format,
-    explain_output,
-    plot_option,
-    plot_title,
-    rejected_frame,
-)
 
 
 @click.command(
@@ -469,14 +340,14 @@ def explain_merge(**kw) -> None:
         from evtime.io import plot
 
         plot.check_path(plot_path, overwrite)  # before Spark starts
-    ses, inp, spec, df, lay = _setup(kw, "explain merge")
+    ses, inp, spec, df, lay = setup(kw, "explain merge")
     from evtime.engine import merge as engine
     from evtime.engine import present
     from evtime.engine.scan import sort_in_parts
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink
 
-    df = engine.explain(df, spec, inp.as_read).withColumn(ROUTE, _route_column())
+    df = engine.explain(df, spec, inp.as_read).withColumn(ROUTE, engine.route_column())
     own = present.own_columns(lay.schema.names, lay.time_col)
     run.note_renamed("explain merge", own)
     hidden = [(ROUTE, ROUTE), (SEQ, SEQ), ("_x_source_bound", "_evt_source_bound")]
@@ -485,7 +356,7 @@ def explain_merge(**kw) -> None:
     fmt = explain_format(fmt_opt, output)
     sink = Sink(
         "explain",
-        tuple(_routes(spec)),
+        tuple(engine.route_names(spec)),
         output,
         fmt,
         cols,
@@ -494,7 +365,11 @@ def explain_merge(**kw) -> None:
         own=present.own_map(own),
     )
     frame = rejected_frame(
-        sort_in_parts(frame, "arrival", SEQ), inp, own, engine._source_name(spec), _rejected_route()
+        sort_in_parts(frame, "arrival", SEQ),
+        inp,
+        own,
+        engine.source_name(spec),
+        engine.rejected_route(),
     )
     counts = run.write_and_publish(frame, [sink], lay)
     if plot_path:

@@ -14,7 +14,7 @@ from evtime.errors import UsageError
 
 
 class Stream:
-    """The ``stream`` hook of :func:`evtime.cli.merge._setup`: opens ``--state DIR`` before
+    """The ``stream`` hook of :func:`evtime.cli.merge_setup.setup`: opens ``--state DIR`` before
     Spark starts and maps this run's sources to the stream's (by NAME)."""
 
     def __init__(self, kw: dict, options: dict):
@@ -72,7 +72,7 @@ def options_of(kw: dict) -> dict:
 
 def stateful(kw: dict, out: dict, check, started: float) -> None:
     """``merge --state DIR [--flush]``; ``out``: the output options merge took from ``kw``."""
-    from evtime.cli.merge import _sources
+    from evtime.cli.merge_setup import sources
 
     run.check_state_outputs({**kw, **out})
     if kw["join_leave"]:
@@ -80,7 +80,7 @@ def stateful(kw: dict, out: dict, check, started: float) -> None:
             "--join-leave cannot be combined with --state (a source's last row is not known "
             "before the stream ends)"
         )
-    unnamed = [n for n, p in zip(*_sources(kw["inputs"]), strict=True) if n == p]
+    unnamed = [n for n, p in zip(*sources(kw["inputs"]), strict=True) if n == p]
     if unnamed:
         raise UsageError(
             f"--state needs every source named, as NAME=PATH ({unnamed[0]}): the stream "
@@ -102,15 +102,15 @@ def stateful(kw: dict, out: dict, check, started: float) -> None:
 def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
     from pyspark.sql import functions as F
 
-    from evtime.cli.merge import _rejected_route, _route_column, _routes, _setup
+    from evtime.cli.merge_setup import setup
     from evtime.engine import merge as engine
     from evtime.engine import merge_state as state
     from evtime.engine.scan import sort_in_parts
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink, output_format
 
-    quiet = kw["quiet"]  # _setup takes the session options out of kw
-    ses, inp, spec, df, lay = _setup(kw, "merge", check, classify=False, stream=stream)
+    quiet = kw["quiet"]  # setup takes the session options out of kw
+    ses, inp, spec, df, lay = setup(kw, "merge", check, classify=False, stream=stream)
     (stf,) = stream.box
     good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
     read = good + run.rejected_count(inp)
@@ -118,7 +118,7 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
     rows, nxt = state.classify(df, spec, stream.carried, held, stf.flush)
     own = lay.schema.names
     source_as, as_ = out["source_as"], out["as_"]
-    routes = _routes(spec)
+    routes = engine.route_names(spec)
     sinks = [
         Sink(
             "output",
@@ -144,9 +144,9 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
         )
     rows = rows.withColumns(
         {
-            source_as: engine._source_name(spec),
+            source_as: engine.source_name(spec),
             as_: F.col(engine.EVT),
-            ROUTE: F.when(F.col(state.HELD), "held").otherwise(_route_column()),
+            ROUTE: F.when(F.col(state.HELD), "held").otherwise(engine.route_column()),
         }
     )
     # default mode: sources one after the other, so ties go by source first
@@ -154,8 +154,8 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
     rows = run.with_rejected(
         sort_in_parts(rows, engine.EVT, *then),
         inp,
-        {source_as: engine._source_name(spec)},
-        _rejected_route(),
+        {source_as: engine.source_name(spec)},
+        engine.rejected_route(),
     )
 
     def state_sinks(gen: str) -> list:

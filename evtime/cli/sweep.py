@@ -7,9 +7,10 @@ import time
 import click
 
 from evtime.cli import options, run
-from evtime.cli.bound import _check_columns, bound_options, spec_of
+from evtime.cli.bound import bound_options, check_columns, spec_of
 from evtime.cli.lazy import LazyGroup
-from evtime.cli.merge import _setup, merge_options
+from evtime.cli.merge import merge_options
+from evtime.cli.merge_setup import setup
 from evtime.units import UNITS
 
 # columns of the result, after the setting's own column
@@ -213,7 +214,7 @@ def sweep_merge(**kw) -> None:
     if not kw["arrival"]:
         raise UsageError("sweep merge needs --arrival COL (the wait is on that clock)")
     kw["wait"] = None  # the waits are the sweep's settings
-    ses, inp, spec, df, lay = _setup(kw, "sweep merge", classify=False)
+    ses, inp, spec, df, lay = setup(kw, "sweep merge", classify=False)
     read, bad = run.count_good(df, inp), run.rejected_count(inp)
     summary = engine.merge(df, spec, [ns for _, ns in waits])
     rows = _rows(summary, [t for t, _ in waits], "wait", read, bad)
@@ -279,7 +280,7 @@ def sweep_bound(**kw) -> None:
         specs = [dataclasses.replace(spec, size=ns) for _, ns in sizes]
     for s in specs:
         s.check()
-    spark, df, lay, files = run.start(inp, ses, _check_columns(spec))
+    spark, df, lay, files = run.start(inp, ses, check_columns(spec))
     read, bad = run.count_good(df, inp), run.rejected_count(inp)
     summary = engine.bound(df, specs)
     rows = _rows(summary, [t for t, _ in values], setting, read, bad)

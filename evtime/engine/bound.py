@@ -605,7 +605,7 @@ def late_in_order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataF
     :func:`~evtime.engine.scan.sort_in_parts`), the other rows after them in no order and
     without a shuffle (they are counted, or written where order does not matter).
     ``limits``: the least and the greatest arrival number, when known (no aggregate job)."""
-    from evtime.engine.scan import AFTER_PARTS, _bucket, bucketer
+    from evtime.engine.scan import AFTER_PARTS, bucket_column, bucketer
     from evtime.io.reader import PART
 
     late = F.coalesce(F.col(DECISION) == present.DISCARDED, F.lit(False))
@@ -613,7 +613,7 @@ def late_in_order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataF
     # as sort_in_parts, but the part stays a column expression (ARRIVAL >> 62 is 0) when
     # there is no late row (the bucket is then a literal, and a repartition by a literal is
     # an exchange into a single partition)
-    bucket = bucketer(*limits)(F.col(ARRIVAL)) if limits else _bucket(first, ARRIVAL)
+    bucket = bucketer(*limits)(F.col(ARRIVAL)) if limits else bucket_column(first, ARRIVAL)
     part = F.shiftright(F.col(ARRIVAL), 62) + bucket
     first = (
         first.withColumn(PART, part.cast("long"))

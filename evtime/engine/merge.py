@@ -530,7 +530,7 @@ def _simple_definitive(df: DataFrame, spec: MergeSpec, fx: Facts) -> DataFrame:
 # ---------------------------------------------------------------------------- words
 
 
-def _source_name(spec: MergeSpec, col: str = SRC) -> Column:
+def source_name(spec: MergeSpec, col: str = SRC) -> Column:
     return F.element_at(F.array(*[F.lit(s) for s in spec.names]), F.col(col) + 1)
 
 
@@ -695,7 +695,7 @@ def _blame(spec: MergeSpec) -> Column:
             F.when(n == 1, F.lit(" arrival")).otherwise(F.lit(" arrivals")),
         )
     )
-    who = _source_name(spec, DEF_ARG)
+    who = source_name(spec, DEF_ARG)
     d = F.col(DEF)
     by_wait = F.col(LAG).isNotNull() & (d == F.col(LAG))
     why = (
@@ -752,7 +752,7 @@ def explain(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> Da
     df = df.withColumns(
         {
             "_x_arrival": F.col(ARRIVAL),
-            "_x_source": _source_name(spec),
+            "_x_source": source_name(spec),
             "_x_time": F.col(T),
             "_x_evtime": F.col(EVT),
             "_x_decision": decision,
@@ -773,3 +773,30 @@ def explain(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> Da
         F.when(F.col(BND), F.lit(None)).when(~F.col(KEEP), _reason(spec)).when(held, _blame(spec))
     )
     return df.withColumn("_x_reason", reason)
+
+
+def route_names(spec: MergeSpec) -> list[str]:
+    """The writer's routes of a merge, in the order :func:`route_numbers` numbers them:
+    per source, ``out:<i>``, ``discard:<i>``, ``bound:<i>``."""
+    return [f"{kind}:{s}" for s in range(spec.n) for kind in ("out", "discard", "bound")]
+
+
+def route_column() -> Column:
+    """Each classified row's route (:func:`route_names`): a bound row, a kept row, else
+    a discarded one, with its source's number."""
+    kind = F.when(F.col(BND), "bound").when(F.col(KEEP), "out").otherwise("discard")
+    return F.concat(kind, F.lit(":"), F.col(SRC).cast("string"))
+
+
+def rejected_route() -> Column:
+    """The route of a bad input row: discarded, by its source."""
+    return F.concat(F.lit("discard:"), F.col(SRC).cast("string"))
+
+
+def route_numbers(names: list[str], batch: pa.RecordBatch) -> pa.DictionaryArray:
+    """:func:`route_column` in Arrow, from the keep flag a part step gives (data rows
+    only), as numbers into ``names`` (:func:`route_names`)."""
+    from evtime.io.writer import routes
+
+    kept = batch.column(KEEP).to_numpy(zero_copy_only=False)
+    return routes(batch.column(SRC).to_numpy() * 3 + ~kept, names)

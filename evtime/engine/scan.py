@@ -368,7 +368,7 @@ def _part(bucket: Callable[[Column], Column], lead: str) -> Column:
     return F.coalesce(bucket(F.col(lead)), F.lit(0))
 
 
-def _bucket(df: DataFrame, col: str) -> Column:
+def bucket_column(df: DataFrame, col: str) -> Column:
     """A monotone bucket number (0..1023) of an int64 column, from its min and max."""
     return bucketer(*value_limits(df, col))(F.col(col))
 
@@ -464,7 +464,7 @@ def numbered(df: DataFrame, seq: str, offsets: DataFrame | np.ndarray, out: str)
 def positions(df: DataFrame, time: str, out: str, keep: Column) -> DataFrame:
     """1-based positions in output order ``(time, arrival)`` of the rows where ``keep``."""
     kept = df.where(keep).select(time, SEQ)
-    kept = kept.withColumn("_b", _bucket(kept, time))
+    kept = kept.withColumn("_b", bucket_column(kept, time))
     offsets = count_offsets(kept, "_b", "_off")
     ranked = join_small(kept, offsets, ["_b"]).select(
         SEQ,
@@ -1264,7 +1264,7 @@ def prefix_count_max(
 def positions_by(df: DataFrame, lead: str, order: Sequence[Column | str], out: str) -> DataFrame:
     """1-based positions of all rows in the order ``(lead, *order)``; ``lead`` is an int64
     column (no nulls) that buckets the rows, ``order`` breaks ties inside a bucket."""
-    df = df.withColumn("_pb_b", _bucket(df, lead))
+    df = df.withColumn("_pb_b", bucket_column(df, lead))
     offsets = count_offsets(df, "_pb_b", "_pb_off")
     inside = Window.partitionBy("_pb_b").orderBy(lead, *order)
     return (

@@ -36,7 +36,9 @@ class Span:
     first_line: int
 
 
-def _open(f: InputFile, span: Span | None = None):
+def open_input(f: InputFile, span: Span | None = None):
+    """The input file ``f`` opened for reading bytes (decompressed as its name says), or
+    only the lines that start within ``span``."""
     import fsspec
 
     fh = fsspec.open(f.url, "rb", compression="infer").open()
@@ -136,7 +138,7 @@ def file_schema(f: InputFile) -> pa.Schema:
     Lines: nothing but blank lines) has no columns."""
     try:
         if f.fmt == "parquet":
-            with _open(f) as fh:
+            with open_input(f) as fh:
                 return pq.ParquetFile(fh).schema_arrow
         block = BLOCK
         while True:
@@ -155,7 +157,7 @@ def file_schema(f: InputFile) -> pa.Schema:
 
 
 def _guess_schema(f: InputFile, block: int) -> pa.Schema:
-    with _open(f) as fh:
+    with open_input(f) as fh:
         if f.fmt == "csv":
             # malformed lines are left out here; reading the rows reports them
             reader = pcsv.open_csv(
@@ -197,7 +199,7 @@ def _json_types(schema: pa.Schema) -> pa.Schema:
 def parquet_metadata(f: InputFile) -> pq.FileMetaData:
     """A Parquet file's footer: row groups, physical types, statistics (read each time: a
     file may change between runs of one process)."""
-    with _open(f) as fh:
+    with open_input(f) as fh:
         return pq.ParquetFile(fh).metadata
 
 
@@ -226,7 +228,7 @@ def read_batches(
     if (f.fmt != "parquet" or row_groups is None) and empty(f):
         return  # no rows (a Parquet file's row groups come from its footer: it has one)
     if f.fmt == "parquet":
-        with _open(f) as fh:
+        with open_input(f) as fh:
             pf = pq.ParquetFile(fh)
             names = [n for n in schema.names if n in pf.schema_arrow.names]
             yield from pf.iter_batches(batch_size=65536, row_groups=row_groups, columns=names)
@@ -235,7 +237,8 @@ def read_batches(
     while True:
         skip = done
         try:
-            with _open(f, span) if left_out is None else _json_without(f, span, left_out) as fh:
+            opened = open_input(f, span) if left_out is None else _json_without(f, span, left_out)
+            with opened as fh:
                 if span is not None and left_out is None and not fh.peek(1):
                     return  # no line starts in the span
                 header = span is None or span.start == 0
@@ -319,7 +322,7 @@ class Lines:
 
         span = self.span
         first = span.first_line if span else 1  # the number of the first line read
-        with _open(self.f, span) as raw:
+        with open_input(self.f, span) as raw:
             text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
             row = 0
             if self.f.fmt == "csv":
@@ -424,7 +427,7 @@ def _json_without(f: InputFile, span: Span | None, lines: set[int]):
     import tempfile
 
     out = tempfile.SpooledTemporaryFile(max_size=64 << 20)  # noqa: SIM115 (the caller closes)
-    with _open(f, span) as raw:
+    with open_input(f, span) as raw:
         text = io.TextIOWrapper(raw, encoding="utf-8", errors="surrogateescape", newline="")
         for i, line in enumerate(text, span.first_line if span else 1):
             if i not in lines:

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from evtime.errors import UsageError
 from evtime.io.compressed import CODECS
-from evtime.io.formats import BLOCK, Span, _open
+from evtime.io.formats import BLOCK, Span, open_input
 from evtime.io.sources import InputFile
 
 _SEP = b',\n\r"'  # what a well-placed quote may follow (opening) or precede (closing)
@@ -114,7 +114,7 @@ def span_facts(f: InputFile, start: int, end: int) -> Facts:
     fits = np.zeros(256, bool)  # the bytes a quote may follow (opening) or precede (closing)
     fits[np.frombuffer(_SEP, np.uint8)] = True
     pos = max(start - 1, 0)
-    with _open(f) as fh:
+    with open_input(f) as fh:
         fh.seek(pos)
         left = end + 1 - pos  # [pos, end]: byte `end` is what follows the span's last quote
         cur = fh.read(min(BLOCK, left))
