@@ -56,7 +56,7 @@ def test_spans_hold_every_line_once(tmp_path, lines, last_newline, step):
     assert spans is not None  # JSON Lines: always split
     parts = []
     for s in spans:
-        with formats._open(f, s) as fh:
+        with formats.open_input(f, s) as fh:
             part = fh.read()
         parts.append(part)
         # the span's first line is line first_line of the file, and starts in the span
@@ -119,7 +119,7 @@ def test_csv_split_only_where_no_span_starts_inside_quotes(tmp_path, rows, step,
         assume(False)  # (checked the reason: nothing to compare)
     assert _read_spans(f, spans) == whole
     for s in spans:  # line numbers as csv counts them
-        with formats._open(f, s) as fh:
+        with formats.open_input(f, s) as fh:
             first = fh.read(1)
         if first:
             begin = next(p for p in _line_starts(data) if p >= s.start)

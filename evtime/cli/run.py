@@ -871,8 +871,8 @@ def commit_jobs(sinks, jobs, stf: Stateful, meta: dict) -> dict[str, int]:
     ``gen_dir``).  Counts are summed over the jobs; routes ``held`` and ``held:...`` are
     the rows the state holds."""
     from evtime.io import writer
+    from evtime.io.crash import crash_point
     from evtime.io.staging import shared_dir
-    from evtime.io.state import crash_point
 
     with_dialect(sinks)
     for s in sinks:

@@ -42,30 +42,9 @@ import click
 
 from evtime import __version__
 from evtime.errors import EvtimeError, UsageError
+from evtime.io.crash import InjectedCrash, crash_point  # noqa: F401 (the crash points: here too)
 
 FORMAT = 1
-
-
-class InjectedCrash(BaseException):
-    """Raised by :func:`crash_point` in tests (not an Exception: nothing handles it)."""
-
-
-def crash_point(name: str) -> None:
-    """Fail here when ``EVTIME_CRASH_AT`` names this point (crash tests only):
-    ``raise`` (default) or, with ``EVTIME_CRASH_HARD=1``, kill the process at once; with
-    ``EVTIME_CRASH_HARD=pause``, create the file ``EVTIME_CRASH_PAUSED`` and wait there
-    for a signal (interrupt tests: a signal at a known point, no timing)."""
-    if os.environ.get("EVTIME_CRASH_AT") == name:
-        if os.environ.get("EVTIME_CRASH_HARD") == "1":
-            os._exit(137)
-        if os.environ.get("EVTIME_CRASH_HARD") == "pause":
-            import signal
-
-            with open(os.environ["EVTIME_CRASH_PAUSED"], "w") as fh:
-                fh.write(name)
-            while True:
-                signal.pause()
-        raise InjectedCrash(name)
 
 
 def _write_json(path: str, obj: dict) -> None:

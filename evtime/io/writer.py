@@ -869,7 +869,7 @@ def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
     note_temp(staging, tmp)
     try:
         stage(sink, staging, lay, spark_schema, tmp)
-        from evtime.io.state import crash_point
+        from evtime.io.crash import crash_point
 
         crash_point("publishing")  # (tests: the output complete, not yet renamed)
         commit(sink, tmp)
