@@ -154,3 +154,20 @@ def test_a_later_run_removes_what_a_killed_run_left(run_cli, s3, bucket, monkeyp
     assert sorted(s3.find(f"{bucket}/left")) == sorted(
         [f"{young}/part-out-000000", f"{other}/part-out-000000"]
     )
+
+
+def test_on_a_cluster_the_default_staging_is_beside_an_object_store_output(s3, bucket, tmp_path):
+    """(what evtime.cli.run._check_staging asks before Spark starts; the runs themselves
+    are in tests/test_real_cluster.py)"""
+    from evtime.errors import UsageError
+    from evtime.io import staging
+
+    far = "--master spark://h:7077"
+    try:
+        got = staging.configure(None, far, [str(tmp_path / "o.csv"), f"s3://{bucket}/d/x.csv"])
+        assert got == f"s3://{bucket}/d/_evtime_temporary"
+        assert staging.configure(None, None, [f"s3://{bucket}/d/x.csv"]) is None  # (local)
+        with pytest.raises(UsageError, match=r"^--master spark://h:7077: .* set --staging"):
+            staging.configure(None, far, [str(tmp_path / "o.csv"), None])
+    finally:
+        staging.configure(None, None, [])
