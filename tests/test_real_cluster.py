@@ -1,8 +1,9 @@
 """evtime on a real Spark standalone cluster whose worker has a private /tmp (see
 tests/standalone.py), inputs and outputs on S3 (moto's server on loopback): each command
-gives the same bytes as in local mode; without a shared staging directory it stops before
-Spark starts.  (Staging on the object store itself is not built yet: these runs stage in a
-directory outside /tmp that stands for a shared mount.)"""
+gives the same bytes as in local mode, staged on S3 beside the output (no shared POSIX
+directory: the default staging, evtime.io.staging), with nothing left there; a local output
+without a staging URL stops before Spark starts.  (``--state`` directories stay local paths:
+the pair's state directory is outside /tmp, standing for a shared mount.)"""
 
 from __future__ import annotations
 
@@ -71,7 +72,7 @@ def inputs(s3):
     return name
 
 
-def _on_cluster(cluster, cli_env, args, cwd, staging=True, python=sys.executable):
+def _on_cluster(cluster, cli_env, args, cwd, staging=False, python=sys.executable):
     env = dict(cli_env, PYSPARK_PYTHON=python)  # (the executors' Python: ours)
     if staging:
         env["EVTIME_STAGING"] = str(cluster.work / "staging")
@@ -96,6 +97,8 @@ def test_a_command_on_the_cluster_gives_the_local_bytes(
     cluster_bytes = s3.cat_file(f"{out}-cluster.csv".removeprefix("s3://"))
     assert cluster_bytes == s3.cat_file(f"{out}-local.csv".removeprefix("s3://"))
     assert cluster_bytes.count(b"\n") > 3
+    s3.invalidate_cache()  # (staged beside the output, removed at the end)
+    assert s3.find(f"{inputs}/out/_evtime_temporary") == []
     # (the accounting line is the same too, but for its run time)
     assert far.stderr.rsplit(" (", 1)[0] == here.stderr.rsplit(" (", 1)[0]
 
@@ -107,7 +110,7 @@ def test_an_adjust_state_pair_on_the_cluster_gives_the_local_bytes(
     got = {}
     for where in ("cluster", "local"):
         # (the executors read the held rows from the state directory: on a cluster it
-        # must be on a shared mount, as EVTIME_STAGING is)
+        # must be on a shared mount; the parts are staged on S3 beside the output)
         state = (cluster.work if where == "cluster" else tmp_path) / f"st-{where}"
         for day in ("mon", "tue"):
             args = [*base, "--state", str(state), "-o", f"s3://{inputs}/out/{where}-{day}.csv",
@@ -124,15 +127,17 @@ def test_an_adjust_state_pair_on_the_cluster_gives_the_local_bytes(
     assert got["cluster", "tue"].count(b"\n") == 4
 
 
-def test_without_shared_staging_the_run_stops_before_spark(cluster, inputs, cli_env, tmp_path):
+def test_a_local_output_without_staging_stops_before_spark(cluster, inputs, cli_env, tmp_path):
     r = _on_cluster(
-        cluster, cli_env, [*COMMANDS["adjust"][:-1], f"s3://{inputs}/in/readings.csv"],
-        tmp_path, staging=False,
+        cluster, cli_env,
+        [*COMMANDS["adjust"][:-1], f"s3://{inputs}/in/readings.csv", "-o", tmp_path / "o.csv"],
+        tmp_path,
     )  # fmt: skip
     assert r.returncode == 2
-    assert r.stderr.strip().endswith("set EVTIME_STAGING to a directory that this machine and "
-                                     "every executor share")  # fmt: skip
+    assert r.stderr.startswith(f"evtime: --master {cluster.url}: Spark's tasks run on other ")
+    assert "set --staging (or EVTIME_STAGING) to a URL" in r.stderr
     assert r.stderr.count("\n") == 1
+    assert not (tmp_path / "o.csv").exists()
 
 
 def test_executors_without_evtime_give_one_line(cluster, inputs, cli_env, tmp_path):
@@ -142,7 +147,9 @@ def test_executors_without_evtime_give_one_line(cluster, inputs, cli_env, tmp_pa
     if not bare.exists():
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(bare)], check=True)
     r = _on_cluster(
-        cluster, cli_env, [*COMMANDS["adjust"][:-1], f"s3://{inputs}/in/readings.csv"],
+        cluster, cli_env,
+        [*COMMANDS["adjust"][:-1], f"s3://{inputs}/in/readings.csv",
+         "-o", f"s3://{inputs}/out/bare.csv"],
         tmp_path, python=str(bare / "bin" / "python"),
     )  # fmt: skip
     assert r.returncode == 1, r.stderr

@@ -213,6 +213,13 @@ session_options = _stack(
         "reused by later ones (env EVTIME_REUSE_SERVER=1); see 'evtime server'.",
     ),
     click.option(
+        "--staging",
+        metavar="URL",
+        help="Where Spark's tasks and evtime leave each other files: s3://, gs://, "
+        "abfss://, hdfs:// or a directory every executor sees (env EVTIME_STAGING; on a "
+        "cluster, default _evtime_temporary/ beside an object-store -o).",
+    ),
+    click.option(
         "--conf",
         multiple=True,
         metavar="KEY=VALUE",

@@ -90,13 +90,14 @@ class Session:
     verbose: bool
     quiet: bool
     reuse_server: bool = False
+    staging: str | None = None
 
 
 def session_of(kw: dict) -> Session:
     """The command's Spark options, with those given before the command (``evtime
     --reuse-server adjust ...``) where the command has none (--conf: both, its own last)."""
-    keys = ("master", "remote", "conf", "verbose", "quiet", "reuse_server")
-    ses = Session(*(kw.pop(k) for k in keys))
+    keys = ("master", "remote", "conf", "verbose", "quiet", "reuse_server", "staging")
+    ses = Session(*(kw.pop(k, None) for k in keys))
     ctx = click.get_current_context(silent=True)
     top = (ctx.find_root().obj if ctx else None) or {}
     ses.master = ses.master or top.get("master")
@@ -249,16 +250,17 @@ def _check_outputs() -> None:
         check_path(params.get(key), bool(params.get("overwrite")))
 
 
-def _check_staging(sopts) -> None:
-    """Before Spark starts: tasks on other machines write their parts where this process
-    reads them, so they need a staging directory both see (EVTIME_STAGING)."""
-    far = sopts.elsewhere()
-    if far and not os.environ.get("EVTIME_STAGING"):
-        raise UsageError(
-            f"{far}: Spark's tasks run on other machines, which cannot see this machine's "
-            "temporary directory: set EVTIME_STAGING to a directory that this machine and "
-            "every executor share"
-        )
+def _check_staging(sopts, given: str | None = None) -> None:
+    """Before Spark starts: where the tasks and this process leave each other files
+    (evtime.io.staging.configure): ``given`` (--staging) or EVTIME_STAGING, else, with
+    tasks on other machines, a prefix beside an object-store output; a staging URL is
+    tried once.  Without any, on a cluster, one line that says what to set."""
+    from evtime.io.staging import configure
+
+    ctx = click.get_current_context(silent=True)
+    params = ctx.params if ctx else {}
+    outputs = [params.get(key) for key in ("output", "discards")]
+    configure(given, sopts.elsewhere(), outputs)
 
 
 def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=None):
@@ -301,7 +303,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     sopts = SessionOptions.from_cli(
         ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server, small_input(files)
     )
-    _check_staging(sopts)
+    _check_staging(sopts, ses.staging)
     global _in_driver
     _in_driver = driver_io(files, sopts)
     if _in_driver:

@@ -507,19 +507,15 @@ class CountedInPart:
         return self.search.schema(schema)
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
-        import os
-        import uuid
+        from evtime.io import staging
 
         kept = rows = 0
         for b in self.search(part):
             kept += b.num_rows - b.column(self.search.rank).null_count
             rows += b.num_rows
             yield b
-        path = os.path.join(self.counts, f"kept-{part.column(PART)[0].as_py():06d}")
-        tmp = f"{path}.{uuid.uuid4().hex}"
-        with open(tmp, "w") as f:
-            f.write(f"{kept} {rows}\n")
-        os.replace(tmp, path)
+        path = staging.join(self.counts, f"kept-{part.column(PART)[0].as_py():06d}")
+        staging.put(path, f"{kept} {rows}\n".encode())
 
 
 BLOB = "_evt_blob"  # explain: the search's results for rows of one part of arrivals
@@ -600,23 +596,22 @@ def kept_before(counts: str, arrivals: int) -> np.ndarray:
     """Per part of the output (0..1023), the kept rows of the parts before it, from the
     files :class:`CountedInPart` left in ``counts``; they must account for every one of
     the ``arrivals``."""
-    from pathlib import Path
-
     from evtime.errors import OutputError, in_task
+    from evtime.io import staging
 
     kept = np.zeros(AFTER_PARTS + 1, np.int64)
     rows = 0
-    for f in Path(counts).glob("kept-*"):
-        if "." not in f.name:  # (not a file being written)
-            k, n = map(int, f.read_text().split())
-            kept[int(f.name[5:]) + 1] = k
+    for name in staging.names(counts):
+        if name.startswith("kept-") and "." not in name:  # (not a file being written)
+            k, n = map(int, staging.get(staging.join(counts, name)).split())
+            kept[int(name[5:]) + 1] = k
             rows += n
     if rows != arrivals:
         raise in_task(  # (raised in a Spark task: the CLI shows the line alone)
             OutputError(
                 f"the Spark tasks counted {rows} of {arrivals} rows in {counts}: on a cluster, "
-                "set EVTIME_STAGING to a directory mounted at the same path on this machine "
-                "and every executor"
+                "set --staging (or EVTIME_STAGING) to a URL or directory this machine and "
+                "every executor reach"
             )
         )
     return np.cumsum(kept)[:-1]
@@ -822,9 +817,9 @@ IN_PLACE_ROWS = 1 << 21  # the most rows explained in place as one part (a row g
 
 def _results_of_group(counts: str, group: int) -> str:
     """The directory of one row group's results (:class:`ResultsInFiles`)."""
-    import os
+    from evtime.io import staging
 
-    return os.path.join(counts, f"res-{group:06d}")
+    return staging.join(counts, f"res-{group:06d}")
 
 
 @dataclass(frozen=True)
@@ -849,8 +844,7 @@ class ResultsInFiles:
         return StructType([StructField(PART, LongType()), StructField("rows", LongType())])
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
-        import os
-        import uuid
+        from evtime.io import staging
 
         here = part.column(PART)[0].as_py()
         groups, blobs = packed_results(
@@ -859,11 +853,7 @@ class ResultsInFiles:
         rows = 0
         for g, blob in zip(groups.tolist(), blobs, strict=True):
             where = _results_of_group(self.counted.counts, g)
-            os.makedirs(where, exist_ok=True)
-            path = os.path.join(where, f"{here:06d}")
-            with open(f"{path}.{uuid.uuid4().hex}", "wb") as f:
-                f.write(blob)
-            os.replace(f.name, path)
+            staging.put(staging.join(where, f"{here:06d}"), blob)
             rows += (len(blob) - 8) // 24
         yield pa.RecordBatch.from_pydict({PART: [here], "rows": [rows]})
 
@@ -888,16 +878,15 @@ class ExplainInPlace(ExplainInPart):
         return pa.RecordBatch.from_pydict(cols)
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
-        import os
+        from evtime.io import staging
 
         group = part.column(PART)[0].as_py()
         self.kept()  # (first: it says where the files are missing)
         where = _results_of_group(self.counts, group)
         blobs = []
-        for name in sorted(os.listdir(where)) if os.path.isdir(where) else ():
+        for name in staging.names(where):
             if "." not in name:  # (not a file being written)
-                with open(os.path.join(where, name), "rb") as f:
-                    blobs.append(f.read())
+                blobs.append(staging.get(staging.join(where, name)))
         yield from self.explained(part, results_of(blobs))
 
 

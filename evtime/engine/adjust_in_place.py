@@ -174,7 +174,9 @@ def early_adjust(spec: AdjustSpec, known) -> EarlyAdjust | None:
 
 
 def _zone_path(where: str, zone: int, group: int) -> str:
-    return os.path.join(where, f"zone-{zone:06d}-{group:06d}")
+    from evtime.io import staging
+
+    return staging.join(where, f"zone-{zone:06d}-{group:06d}")
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,7 @@ class Zones(EachPart):
         """Part ``i``'s rows when this process makes them (a zone: its two groups' rows,
         by (evtime, arrival), routed ``out``), else None."""
         from evtime.errors import OutputError
+        from evtime.io import staging
 
         if i % 2 == 0:
             return None
@@ -202,14 +205,18 @@ class Zones(EachPart):
         for group in (zone - 1, zone):
             path = _zone_path(self.where, zone, group)
             try:
-                with pa.OSFile(path) as src:
-                    tables.append(pa.ipc.open_file(src).read_all())
+                if staging.is_url(path):
+                    data = pa.BufferReader(staging.get(path))
+                    tables.append(pa.ipc.open_file(data).read_all())
+                else:
+                    with pa.OSFile(path) as src:
+                        tables.append(pa.ipc.open_file(src).read_all())
             except FileNotFoundError:
                 raise OutputError(
-                    f"a Spark task left no {path}: on a cluster, set EVTIME_STAGING to a "
-                    "directory mounted at the same path on this machine and every executor"
+                    f"a Spark task left no {path}: on a cluster, set --staging (or "
+                    "EVTIME_STAGING) to a URL or directory this machine and every executor reach"
                 ) from None
-            os.unlink(path)
+            staging.remove(path)
         rows = pa.concat_tables(tables)
         order = np.lexsort((values_of(rows.column(SEQ)), values_of(rows.column(EVT))))
         return _routed(rows.take(order), np.zeros(rows.num_rows, np.int32))
@@ -285,7 +292,15 @@ class OrderedInPlace:
     def _leave(self, zone: int, group: int, rows: pa.Table) -> None:
         """The group's rows of a zone, in a file (written whole under another name, then
         renamed: a task run again writes the same rows)."""
+        from evtime.io import staging
+
         path = _zone_path(self.where, zone, group)
+        if staging.is_url(path):  # (in memory, then one PUT: a zone is a few rows)
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_file(sink, rows.schema) as out:
+                out.write_table(rows)
+            staging.put(path, sink.getvalue().to_pybytes())
+            return
         tmp = f"{path}.{uuid.uuid4().hex}"
         with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, rows.schema) as out:
             out.write_table(rows)

@@ -27,6 +27,7 @@ import pyarrow.parquet as pq
 
 from evtime.errors import OutputError, PipeClosed, UsageError
 from evtime.io import csvtext, jsonlines
+from evtime.io import staging as shared
 from evtime.io.compressed import Compressed, codec_of, is_stream
 from evtime.io.reader import PART, Layout
 from evtime.io.sources import format_of
@@ -264,10 +265,16 @@ class _PartWriter:
     def __init__(self, path: str, sink: Sink):
         self.path, self.sink, self.out = path, sink, None
         self.tmp = os.path.join(os.path.dirname(path), "." + os.path.basename(path))
+        self.remote = None  # (staging on a URL: the file being uploaded)
 
     def write(self, table: pa.Table) -> None:
         fmt = self.sink.fmt
-        if self.out is None:
+        if self.out is None and shared.is_url(self.path):
+            self.remote = shared.RemoteFile(self.path)
+            self.out = self.remote.file
+            if fmt == "parquet":
+                self.out = pa.ipc.new_file(self.out, table.schema)
+        elif self.out is None:
             if fmt == "parquet":
                 self.out = pa.ipc.new_file(self.tmp, table.schema)
             else:
@@ -283,7 +290,11 @@ class _PartWriter:
                 csvtext.write(part, self.out, self.sink.delimiter, clean=clean)
 
     def close(self) -> None:
-        if self.out is not None:
+        if self.remote is not None:
+            if self.out is not self.remote.file:
+                self.out.close()
+            self.remote.close()
+        elif self.out is not None:
             self.out.close()
             os.replace(self.tmp, self.path)
 
@@ -368,7 +379,7 @@ def through_step(
                     yield from ((part, x) for x in step(rows))
             part, held = pid, None
             if step is not None and pid < below:
-                where = staging or tempfile.gettempdir()
+                where = shared.scratch_of(staging) if staging else tempfile.gettempdir()
                 held = _HeldPart(os.path.join(where, f"held-{uuid.uuid4().hex}"))
         if held is not None:
             held.add(b)
@@ -510,9 +521,7 @@ def write(
             )
 
     def mark_done(i: int) -> None:
-        done = done_path(staging, i)
-        open(done + ".tmp", "wb").close()
-        os.replace(done + ".tmp", done)
+        shared.put(done_path(staging, i), b"")
 
     if not sinks and ROUTE in df.columns:
         # nothing to write, rows only counted: in Spark, without Python workers
@@ -584,8 +593,8 @@ def check_parts(seen: dict[str, int], sinks: list[Sink], staging: str, taken=Non
             # tasks ran where the driver's staging directory is not (a real cluster)
             raise OutputError(
                 f"the Spark tasks wrote {written} part file(s) of {sink.name} that this machine "
-                f"cannot see in {staging} (found {found}): on a cluster, set EVTIME_STAGING to "
-                "a directory mounted at the same path on this machine and every executor"
+                f"cannot see in {staging} (found {found}): on a cluster, set --staging (or "
+                "EVTIME_STAGING) to a URL or directory this machine and every executor reach"
             )
 
 
@@ -598,6 +607,7 @@ class Early:
     caller, with the other sinks, only when every one is complete)."""
 
     POLL = 0.02  # seconds between looks for the next done file
+    POLL_REMOTE = 0.2  # (on a staging URL: a request each)
 
     def __init__(self, sinks: list[Sink], staging: str, lay: Layout, spark_schema, ranges):
         import threading
@@ -632,14 +642,15 @@ class Early:
                 done = done_path(self.staging, waits_for(i))
                 # (once the job is over, a partition without a done file had no task in
                 # Python, and no rows)
-                while not os.path.exists(done) and not self.over.is_set():
-                    if self.stop.wait(self.POLL):
+                poll = self.POLL if not shared.is_url(done) else self.POLL_REMOTE
+                while not shared.exists(done) and not self.over.is_set():
+                    if self.stop.wait(poll):
                         return
                 add_counts(self.seen, made_part(self.ranges, i, self.sinks, self.lay, self.staging))
                 for sink, whole in zip(self.sinks, self.wholes, strict=True):
                     for p in self.ranges.parts(i):
                         path = part_path(self.staging, sink.name, p)
-                        if os.path.exists(path):
+                        if shared.exists(path):
                             whole.add(path)
         except BaseException as err:  # (reported by finish)
             self.error = err
@@ -727,7 +738,7 @@ def done_path(staging: str, partition: int) -> str:
 
 def _parts(staging: str, name: str) -> list[str]:
     prefix = f"part-{name}-"
-    return [os.path.join(staging, n) for n in sorted(os.listdir(staging)) if n.startswith(prefix)]
+    return [os.path.join(staging, n) for n in shared.names(staging) if n.startswith(prefix)]
 
 
 def _arrow_schema(sink: Sink, lay: Layout, spark_schema) -> pa.Schema:
@@ -786,6 +797,14 @@ class Assembly:
 
     def add(self, path: str) -> None:
         self.added += 1
+        if shared.is_url(path):  # (staging on a URL: streamed, or, Parquet, copied here)
+            if self.w is None:
+                fs, p = shared.fs_of(path)
+                with fs.open(p, "rb") as fh:
+                    shutil.copyfileobj(fh, self.out, 1 << 20)
+                fs.rm_file(p)
+                return
+            path = shared.fetched(path)
         if self.w is None:
             with open(path, "rb", buffering=0) as fh:
                 _copy(fh, self.out)
@@ -848,6 +867,7 @@ def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
         if sink.fmt == "table":
             from evtime.io.table import print_table
 
+            parts = [shared.fetched(p) if shared.is_url(p) else p for p in parts]
             try:
                 print_table(parts, schema, sys.stdout)
             except BrokenPipeError:
@@ -883,7 +903,7 @@ def temp_name(sink: Sink, elsewhere: str) -> str:
     a rename publishes it), under ``elsewhere`` (a local directory) for object stores."""
     fs, p = _fs(sink.path)
     local = "file" in fs.protocol
-    tmp_dir = os.path.dirname(os.path.abspath(p)) if local else elsewhere
+    tmp_dir = os.path.dirname(os.path.abspath(p)) if local else shared.scratch_of(elsewhere)
     return os.path.join(tmp_dir, f".{os.path.basename(p)}.evtime-{uuid.uuid4().hex[:8]}")
 
 
