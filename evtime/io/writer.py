@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from evtime.errors import OutputError, PipeClosed, UsageError
-from evtime.io import csvtext, jsonlines
+from evtime.io import csvtext, directory, jsonlines
 from evtime.io.compressed import Compressed, codec_of, is_stream
 from evtime.io.reader import PART, Layout
 from evtime.io.sources import format_of
@@ -95,6 +95,8 @@ class Sink:
     # the row's own columns: written name -> the input's name (restored to the type it was
     # read with); None: every column named as in the input is the input's
     own: dict[str, str] | None = None
+    # written as a directory of parts (-o DIR/): set by evtime.io.directory.attach
+    directory: directory.Directory | None = None
 
     def input_name(self, name: str) -> str | None:
         """The input column written as ``name`` (None: one of evtime's own)."""
@@ -118,10 +120,12 @@ class Sink:
 
 
 def output_format(path: str | None, forced: str | None, default: str = "csv") -> str:
-    if forced:
+    if forced and not directory.is_directory(path):
         return forced
     if is_stream(path):  # (-, /dev/stdout, a FIFO)
         return default
+    if directory.is_directory(path):
+        return directory.directory_format(path, forced)
     try:
         fmt = format_of(path, None)
     except UsageError:
@@ -152,6 +156,8 @@ def check_path(path: str | None, overwrite: bool) -> None:
     check)."""
     if is_stream(path):
         return
+    if directory.is_directory(path):
+        return directory.check(path, overwrite)
     fs, p = _fs(path)
     try:
         exists = fs.exists(p)
@@ -170,6 +176,8 @@ def check_creatable(path: str | None, opt: str = "-o") -> None:
     will do), or the path is a directory.  The message names the user's path."""
     if is_stream(path):
         return
+    if directory.is_directory(path):
+        return directory.check_creatable(path, opt)
     fs, p = _fs(path)
     if "file" not in fs.protocol:
         return
@@ -417,11 +425,16 @@ def _write_parts(
                     sel = b.filter(in_routes(route, sink.routes))
                 if sink.name not in writers:
                     path = part_path(staging, sink.name, pid)
-                    writers[sink.name] = _PartWriter(path, sink)
+                    d = sink.directory  # (a directory output: the part written there)
+                    w = _PartWriter(path, sink) if d is None else d.writer(sink, pid)
+                    writers[sink.name] = w
                     # one per part file: the driver checks it can see them all
                     key = FILES + sink.name
                     seen[key] = seen.get(key, 0) + 1
                 writers[sink.name].write(_prepare(sel, sink, lay))
+                if sink.directory is not None:  # (its rows per part, for its manifest)
+                    key = sink.directory.key(pid)
+                    seen[key] = seen.get(key, 0) + sel.num_rows
     finally:
         for w in writers.values():
             w.close()
@@ -578,6 +591,9 @@ def check_parts(seen: dict[str, int], sinks: list[Sink], staging: str, taken=Non
     removed from ``seen``), besides those ``taken`` already (sink name -> count)."""
     taken = taken or {}
     for sink in sinks:
+        if sink.directory is not None:  # (its parts are at their destination)
+            sink.directory.take(seen)
+            continue
         written = seen.pop(FILES + sink.name, 0)
         found = len(_parts(staging, sink.name)) + taken.get(sink.name, 0)
         if found != written:
@@ -842,6 +858,8 @@ def _copy(src, out) -> None:
 
 def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
     """Move one sink's parts to its destination, complete or not at all."""
+    if sink.directory is not None:
+        return sink.directory.publish()
     if sink.to_stdout:
         parts = _parts(staging, sink.name)
         schema = _arrow_schema(sink, lay, spark_schema)
