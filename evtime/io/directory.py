@@ -43,7 +43,10 @@ def declare(params: dict) -> None:
     (before the sinks are made: their format follows); refuse standard output."""
     _declared.clear()
     out = params.get("output")
-    if params.get("output_layout") != "parts":
+    parts = params.get("output_layout") == "parts"
+    if params.get("fmt") == "table" and (parts or (out or "").endswith("/")):
+        directory_format(out or "-", "table")  # (refused: one stream for reading)
+    if not parts:
         return
     from evtime.io.compressed import is_stream
 
@@ -125,6 +128,7 @@ def _local(fs) -> bool:
 
 def _listing(fs, root: str) -> list[str]:
     """The names in the directory ``root`` (none when it does not exist)."""
+    fs.invalidate_cache(root)  # (what the tasks wrote, and other runs: not what was seen)
     try:
         return [os.path.basename(p.rstrip("/")) for p in fs.ls(root, detail=False)]
     except FileNotFoundError:
