@@ -163,6 +163,16 @@ csv_options = (
     click.option("--no-header", "no_header", is_flag=True, help="CSV outputs without a header."),
 )
 
+# -o as one file, or as a directory of part files (evtime.io.directory)
+_output_layout = click.option(
+    "--output-layout",
+    type=click.Choice(["file", "parts"]),
+    default="file",
+    show_default=True,
+    help="parts: -o names a directory of part files part-00000.EXT, ... in output order, "
+    "written by the Spark tasks, with a manifest _SUCCESS written last (as -o DIR/ does).",
+)
+
 output_options = _stack(
     click.option(
         "-o",
@@ -170,7 +180,8 @@ output_options = _stack(
         metavar="PATH",
         default="-",
         show_default=True,
-        help="Where to write (file or s3:// URL; - for standard output).",
+        help="Where to write (file or s3:// URL; - for standard output; a trailing / for "
+        "a directory of part files, see --output-layout).",
     ),
     click.option(
         "--output-format",
@@ -181,6 +192,7 @@ output_options = _stack(
         "--format is the same option.",
     ),
     click.option("--overwrite", is_flag=True, help="Replace an existing output."),
+    _output_layout,
     click.option(
         "--max-discards",
         type=click.IntRange(min=0),
@@ -364,9 +376,10 @@ def table_output(what: str) -> Callable:
             metavar="PATH",
             default="-",
             show_default=True,
-            help=f"Where to write {what}.",
+            help=f"Where to write {what} (a trailing / for a directory of part files).",
         ),
         click.option("--overwrite", is_flag=True, help="Replace an existing output."),
+        _output_layout,
         *csv_options,
         section="Output",
     )

@@ -239,6 +239,9 @@ def _check_outputs() -> None:
     from evtime.io.writer import check_creatable, check_distinct, check_path
 
     named = [(opt, params.get(key)) for opt, key in OUTPUT_OPTIONS if params.get(key)]
+    from evtime.io import directory
+
+    directory.declare(params)  # (--output-layout parts: -o is a directory)
     dialect(params)  # (a usage error: exit 2)
     check_distinct(named)  # (a usage error: exit 2)
     for opt, path in named:  # every output can be created: before the first Spark job
@@ -658,6 +661,10 @@ def publish_jobs(
                     else:
                         writer.publish(s, staging, lay, schema or frame.schema)
         finally:
+            from evtime.io import directory
+
+            for _, sinks, _ in jobs:  # (a directory output's parts, left by a failure)
+                directory.abandon(sinks)
             for tmp in staged.values():
                 if os.path.exists(tmp):
                     os.unlink(tmp)
@@ -678,14 +685,15 @@ def _write_jobs(
     assembled while the job runs (:class:`evtime.io.writer.Early`), into the files that
     ``staged`` then names."""
     from evtime.engine.scan import AFTER_PARTS
-    from evtime.io import writer
+    from evtime.io import directory, writer
 
     counts: dict[str, int] = {}
     in_driver = in_driver or [_in_driver] * len(jobs)
     ranges = getattr(step, "ranges", None)
     for (frame, sinks, lay), here in zip(jobs, in_driver, strict=True):
         early = None
-        files = all(not s.to_stdout and s.fmt != "table" for s in sinks)
+        directory.attach(sinks, lay, schema or frame.schema)  # (-o DIR/: parts written there)
+        files = all(not s.to_stdout and s.fmt != "table" and not s.directory for s in sinks)
         if ranges is not None and not here and len(jobs) == 1 and staged is not None and files:
             early = writer.Early(sinks, staging, lay, schema or frame.schema, ranges)
         try:
@@ -757,6 +765,9 @@ def check_state_outputs(kw: dict) -> None:
     """--flush needs --state; --state needs its outputs in files (committed with it)."""
     if kw.get("flush") and not kw.get("state"):
         raise UsageError("--flush needs --state DIR")
+    from evtime.io.directory import refuse_with_state
+
+    refuse_with_state(kw)
     if kw.get("state"):
         for opt, path in (("-o", kw.get("output")), ("--discards", kw.get("discards"))):
             if path == "-":

@@ -1,0 +1,351 @@
+"""Directory outputs (``-o DIR/``, ``--output-layout parts``): part files in output order
+with a manifest written last, read back in order by pyarrow.dataset (issue 45)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from evtime.io.state import InjectedCrash
+
+ROWS = 3000
+COMMANDS = {
+    "adjust": ["adjust", "--unit", "msec", "--range", "200"],
+    "explain": ["explain", "adjust", "--unit", "msec", "--range", "200"],
+    "merge": ["merge", "--unit", "msec", "--range", "200"],
+    "bound": ["bound", "--window", "100ms", "--key", "k", "--agg", "count(*) AS n"],
+}
+DISCARDS = {"adjust", "merge", "bound"}  # (explain has no --discards)
+
+
+def _events(path: Path, n: int, seed: int) -> None:
+    """``n`` rows a millisecond apart, every 7th 500 ms late (discarded with --range 200),
+    keys a, b, c."""
+    lines = ["time,k,v"]
+    for i in range(n):
+        ms = i * 1 - (500 if (i + seed) % 7 == 0 else 0) + 1000
+        lines.append(f"1970-01-01T00:00:{ms // 1000:02d}.{ms % 1000:03d}Z,{'abc'[i % 3]},{i}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> list[Path]:
+    d = tmp_path_factory.mktemp("in")
+    files = [d / f"s{i}.csv" for i in range(3)]
+    for i, f in enumerate(files):
+        _events(f, ROWS, i)
+    return files
+
+
+def _sources(command: str, inputs: list) -> list:
+    return list(inputs) if command == "merge" else [inputs[0]]
+
+
+def _csv_options(names: list[str]):
+    return pcsv.ConvertOptions(
+        column_types={c: pa.string() for c in names}, strings_can_be_null=False
+    )
+
+
+def _read_file(path, fmt: str, fs=None) -> pa.Table:
+    """The single-file output (columns as text for CSV)."""
+    with fs.open(path, "rb") if fs else open(path, "rb") as fh:
+        if fmt == "parquet":
+            return pq.read_table(fh)
+        names = fh.readline().decode().rstrip("\n").split(",")
+        fh.seek(0)
+        return pcsv.read_csv(fh, convert_options=_csv_options(names))
+
+
+def _read_dir(path: str, fmt: str, names: list[str], fs=None) -> pa.Table:
+    """The directory read back with pyarrow.dataset, its files in name order."""
+    if fmt == "parquet":
+        form = ds.ParquetFileFormat()
+    else:
+        form = ds.CsvFileFormat(convert_options=_csv_options(names))
+    dataset = ds.dataset(path, format=form, filesystem=fs)
+    assert dataset.files == sorted(dataset.files)
+    return dataset.to_table()
+
+
+def _manifest(path: str, fs=None) -> dict:
+    with fs.open(f"{path}/_SUCCESS", "rb") if fs else open(f"{path}/_SUCCESS", "rb") as fh:
+        return json.load(fh)
+
+
+def _parts(path: str, fs=None) -> list[str]:
+    listed = fs.ls(path, detail=False) if fs else os.listdir(path)
+    return sorted(os.path.basename(p) for p in listed if "part-" in p)
+
+
+def _summary(stderr: str) -> str:
+    return re.sub(r" \([0-9.]+s\)", "", stderr.strip().splitlines()[-1])
+
+
+def _same(single: pa.Table, parts: pa.Table) -> None:
+    if single.num_rows == 0:
+        assert parts.num_rows == 0
+        return
+    assert parts.column_names == single.column_names
+    assert parts.to_pylist() == single.to_pylist()  # the same values in the same order
+
+
+def _check_dir(path: str, single_path, fmt: str, fs=None, renamed: bool = False) -> pa.Table:
+    """``renamed``: the inputs had other names (on S3): their names (explain's and merge's
+    ``source``) are not compared."""
+    single = _read_file(single_path, fmt, fs)
+    parts = _read_dir(path, fmt, single.column_names, fs)
+    columns = single.column_names
+    if renamed and "source" in single.column_names and parts.num_rows:
+        single, parts = single.drop_columns(["source"]), parts.drop_columns(["source"])
+    _same(single, parts)
+    manifest = _manifest(path, fs)
+    names = [p["name"] for p in manifest["parts"]]
+    assert names == _parts(path, fs)  # every part listed, in name order
+    assert names == [f"part-{i:05d}.{fmt}" for i in range(len(names))]  # dense
+    assert manifest["rows"] == single.num_rows == sum(p["rows"] for p in manifest["parts"])
+    assert manifest["format"] == fmt
+    assert [c["name"] for c in manifest["columns"]] == columns
+    assert all(p["rows"] > 0 for p in manifest["parts"])
+    return single
+
+
+@pytest.fixture(scope="module")
+def singles(tmp_path_factory) -> dict:
+    """The single-file outputs of each command and format, made once (by the first test
+    that needs them): (output, discards or None, summary line)."""
+    return {"dir": tmp_path_factory.mktemp("single")}
+
+
+def _single(run_cli, singles: dict, inputs: list, command: str, fmt: str) -> tuple:
+    if (command, fmt) not in singles:
+        d = singles["dir"]
+        out, dis = d / f"{command}.{fmt}", d / f"{command}-discards.{fmt}"
+        more = ["--discards", dis] if command in DISCARDS else []
+        r = run_cli(*COMMANDS[command], *_sources(command, inputs), "-o", out, *more)
+        assert r.exit_code == 0, r.stderr
+        singles[command, fmt] = (out, dis if more else None, _summary(r.stderr))
+    return singles[command, fmt]
+
+
+@pytest.mark.parametrize("where", ["local", "distributed"], indirect=True)
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+@pytest.mark.parametrize("command", list(COMMANDS))
+def test_directory_reads_back_as_the_single_file(
+    run_cli, where, tmp_path, inputs, singles, command, fmt, monkeypatch
+):
+    single, sdis, summary = _single(run_cli, singles, inputs, command, fmt)
+    if where == "distributed":  # (bound's few windows too: written by the tasks)
+        monkeypatch.setenv("EVTIME_DRIVER_ROWS_MAX", "0")
+    out, dis = f"{tmp_path}/out/", f"{tmp_path}/discards.{fmt}/"
+    more = ["--discards", dis] if command in DISCARDS else []
+    args = [*COMMANDS[command], *_sources(command, inputs)]
+    r = run_cli(*args, "-o", out, "--output-format", fmt, *more)
+    assert r.exit_code == 0, r.stderr
+    assert _summary(r.stderr) == summary  # the same accounting
+    rows = _check_dir(out, single, fmt)
+    assert rows.num_rows > 20
+    if where == "distributed":  # (the Spark tasks wrote them)
+        assert len(_parts(out)) > 1
+    if command in DISCARDS:
+        assert _check_dir(dis, sdis, fmt).num_rows > 0
+    assert not os.path.exists(f"{out}/_temporary")
+
+
+def test_output_layout_parts_names_a_directory(run_cli, tmp_path, inputs):
+    args = [*COMMANDS["adjust"], inputs[0]]
+    r = run_cli(*args, "-o", tmp_path / "single.csv")
+    assert r.exit_code == 0, r.stderr
+    r = run_cli(*args, "-o", tmp_path / "out.csv", "--output-layout", "parts")
+    assert r.exit_code == 0, r.stderr
+    assert (tmp_path / "out.csv").is_dir()  # (the format from the directory's name)
+    _check_dir(str(tmp_path / "out.csv"), tmp_path / "single.csv", "csv")
+
+
+def test_compressed_csv_parts(run_cli, tmp_path, inputs):
+    import gzip
+
+    args = [*COMMANDS["adjust"], inputs[0]]
+    r = run_cli(*args, "-o", tmp_path / "single.csv")
+    assert r.exit_code == 0, r.stderr
+    r = run_cli(*args, "-o", f"{tmp_path}/out.csv.gz/")
+    assert r.exit_code == 0, r.stderr
+    names = [p["name"] for p in _manifest(f"{tmp_path}/out.csv.gz")["parts"]]
+    assert names and all(n.endswith(".csv.gz") for n in names)
+    texts = [gzip.decompress((tmp_path / "out.csv.gz" / n).read_bytes()).decode() for n in names]
+    header, *_ = (tmp_path / "single.csv").read_text().splitlines()
+    assert all(t.splitlines()[0] == header for t in texts)  # every part with its header
+    body = [line for t in texts for line in t.splitlines()[1:]]
+    assert body == (tmp_path / "single.csv").read_text().splitlines()[1:]
+
+
+def test_empty_output_is_a_manifest_without_parts(run_cli, tmp_path, inputs):
+    # nothing is late with a range this long: the discards are empty
+    args = ["adjust", "--unit", "sec", "--range", "9", inputs[0]]
+    r = run_cli(*args, "-o", tmp_path / "o.csv", "--discards", f"{tmp_path}/d/")
+    assert r.exit_code == 0, r.stderr
+    assert _parts(f"{tmp_path}/d") == []
+    manifest = _manifest(f"{tmp_path}/d")
+    assert manifest["parts"] == [] and manifest["rows"] == 0
+
+
+def test_existing_directory_needs_overwrite(run_cli, tmp_path, inputs):
+    out = f"{tmp_path}/out/"
+    big = [*COMMANDS["adjust"], inputs[0]]
+    r = run_cli(*big, "-o", out)
+    assert r.exit_code == 0, r.stderr
+    before = _manifest(out)
+    r = run_cli(*big, "-o", out)
+    assert r.exit_code != 0
+    assert r.stderr.strip() == f"evtime: {out} exists: use --overwrite to replace it"
+    assert _manifest(out) == before
+    # --overwrite: the earlier parts are gone, however many there were
+    small = tmp_path / "small.csv"
+    _events(small, 40, 0)
+    r = run_cli(*COMMANDS["adjust"], small, "-o", tmp_path / "single.parquet")
+    assert r.exit_code == 0, r.stderr
+    r = run_cli(*COMMANDS["adjust"], small, "-o", out, "--overwrite")
+    assert r.exit_code == 0, r.stderr
+    _check_dir(out, tmp_path / "single.parquet", "parquet")
+
+
+@pytest.mark.parametrize("where", ["distributed"], indirect=True)
+def test_killed_midway_leaves_no_manifest_and_a_later_run_clears_its_parts(
+    run_cli, where, tmp_path, inputs, monkeypatch
+):
+    out = f"{tmp_path}/out/"
+    monkeypatch.setenv("EVTIME_CRASH_AT", "publishing")  # (the parts renamed, no manifest)
+    with pytest.raises(InjectedCrash):
+        run_cli(*COMMANDS["adjust"], inputs[0], "-o", out)
+    monkeypatch.delenv("EVTIME_CRASH_AT")
+    assert len(_parts(out)) > 1
+    assert not os.path.exists(f"{out}/_SUCCESS")
+    # a later run over fewer rows (fewer parts): no --overwrite needed, no part left over
+    small = tmp_path / "small.csv"
+    _events(small, 40, 0)
+    r = run_cli(*COMMANDS["adjust"], small, "-o", tmp_path / "single.parquet")
+    assert r.exit_code == 0, r.stderr
+    r = run_cli(*COMMANDS["adjust"], small, "-o", out)
+    assert r.exit_code == 0, r.stderr
+    _check_dir(out, tmp_path / "single.parquet", "parquet")
+
+
+@pytest.mark.cli
+def test_hard_kill_leaves_no_manifest_and_a_later_run_clears(cli_env, run_cli, tmp_path, inputs):
+    out = f"{tmp_path}/out/"
+    env = {
+        **cli_env,
+        "EVTIME_CRASH_AT": "publishing",
+        "EVTIME_CRASH_HARD": "1",
+        "EVTIME_DRIVER_IO_MAX": "0",
+    }
+    args = [str(a) for a in (*COMMANDS["adjust"], inputs[0], "-o", out, "--discards", out + "d/")]
+    p = subprocess.run(["evtime", *args], env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 137, p.stderr
+    assert _parts(out) and not os.path.exists(f"{out}/_SUCCESS")
+    small = tmp_path / "small.csv"
+    _events(small, 40, 0)
+    r = run_cli(*COMMANDS["adjust"], small, "-o", tmp_path / "single.parquet")
+    assert r.exit_code == 0, r.stderr
+    r = run_cli(*COMMANDS["adjust"], small, "-o", out)
+    assert r.exit_code == 0, r.stderr
+    _check_dir(out, tmp_path / "single.parquet", "parquet")
+    assert not os.path.exists(f"{out}/_temporary")  # (the killed run's hidden parts too)
+
+
+def test_files_evtime_did_not_write_are_refused(run_cli, tmp_path, inputs):
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "notes.txt").write_text("mine")
+    r = run_cli(*COMMANDS["adjust"], inputs[0], "-o", f"{tmp_path}/out/", "--overwrite")
+    assert r.exit_code != 0
+    assert "holds files evtime did not write (notes.txt)" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert os.listdir(tmp_path / "out") == ["notes.txt"]
+
+
+@pytest.mark.parametrize(
+    "args, words",
+    [
+        (["-o", "-", "--output-layout", "parts"], "standard output is one stream"),
+        (["--output-layout", "parts"], "standard output is one stream"),
+    ],
+)
+def test_standard_output_stays_one_stream(run_cli, inputs, args, words):
+    r = run_cli(*COMMANDS["adjust"], inputs[0], *args)
+    assert r.exit_code == 2
+    assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_table_format_is_refused_for_a_directory(run_cli, tmp_path, inputs):
+    r = run_cli(*COMMANDS["explain"], inputs[0], "--format", "table", "-o", f"{tmp_path}/x/")
+    assert r.exit_code == 2
+    assert "--format table" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("args", [["-o", "{d}/o/"], ["-o", "{d}/o", "--output-layout", "parts"]])
+def test_state_refuses_directories(run_cli, tmp_path, inputs, args):
+    args = [a.format(d=tmp_path) for a in args]
+    r = run_cli(*COMMANDS["adjust"], "--state", tmp_path / "st", inputs[0], *args)
+    assert r.exit_code == 2
+    assert "not supported with --state" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+# ------------------------------------------------------------------ S3 (moto)
+# every command in both formats, each read and written here or by the Spark tasks (the
+# whole matrix runs locally above)
+S3_CASES = [
+    ("adjust", "parquet", "distributed"),
+    ("adjust", "csv", "local"),
+    ("explain", "csv", "distributed"),
+    ("explain", "parquet", "local"),
+    ("merge", "parquet", "distributed"),
+    ("merge", "csv", "local"),
+    ("bound", "csv", "distributed"),
+    ("bound", "parquet", "local"),
+]
+
+
+@pytest.mark.parametrize(
+    "command, fmt, where", S3_CASES, indirect=["where"], ids=["-".join(c) for c in S3_CASES]
+)
+def test_directory_on_s3(run_cli, where, s3, bucket, inputs, singles, command, fmt):
+    """Local inputs (small: read and written in this process, or by the Spark tasks)
+    written to S3; and (distributed) inputs on S3 too."""
+    single, sdis, summary = _single(run_cli, singles, inputs, command, fmt)
+    srcs = _sources(command, inputs)
+    if where == "distributed":
+        for f in srcs:
+            s3.put(str(f), f"{bucket}/in/{f.name}")
+        srcs = [f"s3://{bucket}/in/{f.name}" for f in srcs]
+    args = [*COMMANDS[command], *srcs]
+    base = f"s3://{bucket}/{command}-{fmt}-{where}"
+    more = ["--discards", f"{base}/discards/"] if command in DISCARDS else []
+    r = run_cli(*args, "-o", f"{base}/out.{fmt}/", *more)
+    assert r.exit_code == 0, r.stderr
+    counted = re.compile(r"read \d+, released \d+, discarded \d+(, bound rows \d+)?")
+    assert counted.search(r.stderr)[0] == counted.search(summary)[0]  # the same accounting
+    key = base.removeprefix("s3://")
+    with open(single, "rb") as fh:
+        s3.pipe(f"{key}/single.{fmt}", fh.read())  # (the same command's, written locally)
+    moved = where == "distributed"
+    rows = _check_dir(f"{key}/out.{fmt}", f"{key}/single.{fmt}", fmt, s3, moved)
+    assert rows.num_rows > 20
+    if command in DISCARDS and fmt == "parquet":  # (--discards DIR/: Parquet)
+        with open(sdis, "rb") as fh:
+            s3.pipe(f"{key}/dis.{fmt}", fh.read())
+        _check_dir(f"{key}/discards", f"{key}/dis.{fmt}", fmt, s3, moved)
+    assert not s3.exists(f"{key}/out.{fmt}/_temporary")
+    # an existing directory output is refused, as files are
+    r = run_cli(*args, "-o", f"{base}/out.{fmt}/")
+    assert r.exit_code != 0 and "exists: use --overwrite" in r.stderr
