@@ -248,7 +248,10 @@ def test_hard_kill_leaves_no_manifest_and_a_later_run_clears(cli_env, run_cli, t
         "EVTIME_CRASH_HARD": "1",
         "EVTIME_DRIVER_IO_MAX": "0",
     }
-    args = [str(a) for a in (*COMMANDS["adjust"], inputs[0], "-o", out, "--discards", out + "d/")]
+    args = [
+        str(a)
+        for a in (*COMMANDS["adjust"], inputs[0], "-o", out, "--discards", f"{tmp_path}/late/")
+    ]
     p = subprocess.run(["evtime", *args], env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 137, p.stderr
     assert _parts(out) and not os.path.exists(f"{out}/_SUCCESS")
