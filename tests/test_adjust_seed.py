@@ -53,7 +53,9 @@ def test_explain_adjust_reproduces_seed_table(run_cli, fmt, unit, range_):
             assert row["decision"] == "released"
             assert row["output_pos"] == str(pos)
             assert row["evtime"] == DAY + adjusted + "Z"
-            assert row["reason"] == ""
+            # released by no arrival (an empty released_by): at the end, and the reason says so
+            end = row["released_by"] == ""
+            assert row["reason"] == ("held to the end of input" if end else "")
 
 
 def test_explain_columns_in_spec_order(run_cli):
@@ -89,7 +91,8 @@ def test_explain_columns_in_spec_order(run_cli):
     assert by["B"]["released_by"] == "3"
     assert by["A"]["released_by"] == "5"  # 22.345 + 0.999 > 23.123: E passes it
     assert by["D"]["released_by"] == "5"
-    assert by["E"]["released_by"] == "end"
+    assert by["E"]["released_by"] == ""  # released at the end of the input: null
+    assert by["E"]["reason"] == "held to the end of input"
     assert by["C"]["bound"] == "2009-03-01T12:15:22.124000000Z"
     assert by["C"]["ref"] == "2009-03-01T12:15:23.123000000Z"
     assert by["A"]["time"] == "2009-03-01T12:15:22.345678901Z"

@@ -113,7 +113,9 @@ def test_union_all_earlier_goog_trade_goes_first(run_cli):
     rows, _ = explain(run_cli, sources, *UNION)
     by = {r["ticker"]: r for r in rows}
     assert by["GOOG"]["decision"] == "released" and by["GOOG"]["released_by"] == "6"
-    assert by["MSFT"]["released_by"] == "end"  # nothing ever promised 10:04 on Trades
+    # nothing ever promised 10:04 on Trades: released at the end (null), and said so
+    assert by["MSFT"]["released_by"] == "" and by["MSFT"]["decision"] == "released"
+    assert by["MSFT"]["reason"].startswith("held to the end of input: at its arrival ")
     order = sorted((int(r["output_pos"]), r["ticker"]) for r in rows if r["output_pos"])
     assert [t for _, t in order] == ["ORCL", "YHOO", "IBM", "GOOG", "MSFT"]
     same_as_model(rows, model_rows(sources, "rowtime", "seq", False), ["Orders", "Trades"])
@@ -184,7 +186,7 @@ def test_apama_inputs_e_and_x_wait_1_hour(run_cli):
     # 09:23: X 08:50 makes E 08:30, 08:32, 08:40 definitive (arrival 5)
     assert [by[("E", at(t))]["released_by"] for t in ("08:30", "08:32", "08:40")] == ["5"] * 3
     # 09:00 and 09:10 wait for the timer at 10:10: in a file, the end-of-input flush
-    assert by[("E", at("09:00"))]["released_by"] == "end"
-    assert by[("E", at("09:10"))]["released_by"] == "end"
+    assert by[("E", at("09:00"))]["released_by"] == ""  # (null: at the end)
+    assert by[("E", at("09:10"))]["released_by"] == ""
     model = model_rows(sources, "sourceTime", "wall", True, wait=3600 * 10**9)
     same_as_model(rows, model, ["E", "X"])
