@@ -140,6 +140,41 @@ def test_explain_bound_sqlstream(run_cli):
     assert {x["reason"] for x in rows} == {"", "held to the end of input"}
 
 
+@pytest.mark.parametrize("rows_here", ["default", "0"])
+def test_closed_by_is_an_integer_and_null_at_the_end(run_cli, tmp_path, monkeypatch, rows_here):
+    """``closed_by`` is int64 in Parquet, null for a window flushed at the end of the input,
+    whether the windows are made in this process or (EVTIME_DRIVER_ROWS_MAX=0, on inputs
+    read in Spark tasks) in Spark; explain bound's ``released_by`` likewise, as the model's,
+    and the reason of a row whose last window is flushed says so."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if rows_here == "0":
+        monkeypatch.setenv("EVTIME_DRIVER_ROWS_MAX", "0")
+    opts = ["--window", "1h", "--window-end", "inclusive", "--bound-marker", "kind=bound",
+            "--strict-bounds", "--tick", "1ms"]  # fmt: skip
+    r = run_cli("bound", *opts, "--agg", "sum(shares) AS s", TRADES, "-o", tmp_path / "w.parquet")
+    assert r.exit_code == 0, r.stderr
+    t = pq.read_table(tmp_path / "w.parquet")
+    wins, ex = bound(
+        _trades(), size=HOUR, inclusive_end=True, bounds="markers", strict_bounds=True, tick=10**6
+    )
+    assert t.schema.field("closed_by").type == pa.int64()
+    assert t.column("closed_by").to_pylist() == [w.closed_by for w in wins]
+    assert None in t.column("closed_by").to_pylist()
+    r = run_cli("explain", "bound", *opts, TRADES, "-o", tmp_path / "why.parquet")
+    assert r.exit_code == 0, r.stderr
+    t = pq.read_table(tmp_path / "why.parquet")
+    assert t.schema.field("released_by").type == pa.int64()
+    closed = {(w.start, w.end): w.closed_by for w in wins}
+    assert t.column("released_by").to_pylist() == [
+        closed[e.windows[-1]] if e.windows else None for e in ex
+    ]
+    held = [(x or "").endswith("held to the end of input") for x in t.column("reason").to_pylist()]
+    assert held == [(e.reason or "").endswith("held to the end of input") for e in ex]
+    assert any(held)
+
+
 # ---------------------------------------------------------------- StreamInsight (seed 003)
 
 SEC = 1_000_000_000

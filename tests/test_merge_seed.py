@@ -121,6 +121,23 @@ def test_union_all_earlier_goog_trade_goes_first(run_cli):
     same_as_model(rows, model_rows(sources, "rowtime", "seq", False), ["Orders", "Trades"])
 
 
+def test_released_by_is_an_integer_in_parquet(run_cli, tmp_path):
+    """explain merge's ``released_by``: int64 in Parquet, null for MSFT, released only at
+    the end of the input (nothing ever promised 10:04 on Trades), as in the model."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sources = [("Orders", "orders.csv"), ("Trades", "trades_goog.csv")]
+    args = [f"{name}={MERGE / path}" for name, path in sources]
+    r = run_cli("explain", "merge", *UNION, *args, "-o", tmp_path / "why.parquet")
+    assert r.exit_code == 0, r.stderr
+    t = pq.read_table(tmp_path / "why.parquet")
+    assert t.schema.field("released_by").type == pa.int64()
+    model = model_rows(sources, "rowtime", "seq", False)
+    assert t.column("released_by").to_pylist() == [m.released_by for m in model]
+    assert None in [m.released_by for m in model if m.decision == "released"]
+
+
 def test_producers_entering_and_leaving(run_cli):
     """P1 asserts 10:00 and inserts 10:00; P2 joins at 10:05, its 9:59 row is late; P1
     leaves and P2's 10:05 row flows; all leave; P3 comes later and cannot insert 10:04."""
