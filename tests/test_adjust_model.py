@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from evtime.units import UNITS
 from tests.examples import spark_settings
+from tests.model.adjust import HELD_TO_END, iso
 from tests.model.adjust import adjust as model_adjust
-from tests.model.adjust import iso
 
 BASE = 1_235_909_722_000_000_000
 
@@ -88,7 +88,8 @@ def test_explain_adjust_equals_model(run_cli, tmp_path, rows, unit, range_, keye
         assert g["released_by"] == ("" if w.released_by is None else str(w.released_by))
         assert g["output_pos"] == ("" if w.output_pos is None else str(w.output_pos))
         late = f"late: evtime {iso(w.evtime)} is below the bound {iso(w.bound)}"
-        words = f"{late} (reference time - {range_} {unit})" if w.reason else ""
+        words = f"{late} (reference time - {range_} {unit})"
+        words = words if w.decision == "discarded" else (w.reason or "")  # (or: held to the end)
         assert g["reason"] == words and g["source"] == str(paths[second])
 
 
@@ -250,3 +251,4 @@ def test_adjust_in_place_equals_model(
         assert g["released_by"] == ("" if w.released_by is None else str(w.released_by))
         assert g["output_pos"] == ("" if w.output_pos is None else str(w.output_pos))
         assert (g["reason"] != "") == (w.reason is not None)
+        assert (g["reason"] == HELD_TO_END) == (w.reason == HELD_TO_END)

@@ -53,7 +53,9 @@ def test_explain_adjust_reproduces_seed_table(run_cli, fmt, unit, range_):
             assert row["decision"] == "released"
             assert row["output_pos"] == str(pos)
             assert row["evtime"] == DAY + adjusted + "Z"
-            assert row["reason"] == ""
+            # released by no arrival (an empty released_by): at the end, and the reason says so
+            end = row["released_by"] == ""
+            assert row["reason"] == ("held to the end of input" if end else "")
 
 
 def test_explain_columns_in_spec_order(run_cli):
@@ -89,7 +91,34 @@ def test_explain_columns_in_spec_order(run_cli):
     assert by["B"]["released_by"] == "3"
     assert by["A"]["released_by"] == "5"  # 22.345 + 0.999 > 23.123: E passes it
     assert by["D"]["released_by"] == "5"
-    assert by["E"]["released_by"] == "end"
+    assert by["E"]["released_by"] == ""  # released at the end of the input: null
+    assert by["E"]["reason"] == "held to the end of input"
     assert by["C"]["bound"] == "2009-03-01T12:15:22.124000000Z"
     assert by["C"]["ref"] == "2009-03-01T12:15:23.123000000Z"
     assert by["A"]["time"] == "2009-03-01T12:15:22.345678901Z"
+
+
+def test_released_by_is_an_integer_and_null_at_the_end(run_cli, tmp_path):
+    """``released_by`` is int64 in Parquet and a number in JSON Lines; a row released only
+    at the end of the input has null there, and its reason says so (seed 000, usec/999:
+    A is released by C, arrival 3, C by E, arrival 5, E only at the end)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    args = ["explain", "adjust", "--unit", "usec", "--range", "999", *INPUTS["parquet"]]
+    r = run_cli(*args, "-o", tmp_path / "why.parquet")
+    assert r.exit_code == 0, r.stderr
+    t = pq.read_table(tmp_path / "why.parquet")
+    assert t.schema.field("released_by").type == pa.int64()
+    got = {x["tuple"]: (x["decision"], x["released_by"], x["reason"]) for x in t.to_pylist()}
+    r = run_cli(*args, "--format", "jsonl")
+    assert r.exit_code == 0, r.stderr
+    assert {x["tuple"]: (x["decision"], x["released_by"], x["reason"]) for x in r.jsonl()} == got
+    assert {k: v[:2] for k, v in got.items()} == {
+        "A": ("released", 3),
+        "B": ("discarded", None),
+        "C": ("released", 5),
+        "D": ("discarded", None),
+        "E": ("released", None),
+    }
+    assert got["E"][2] == "held to the end of input" and got["A"][2] is None

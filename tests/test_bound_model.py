@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from tests.examples import spark_settings
 
 try:
-    from tests.model.adjust import iso
+    from tests.model.adjust import HELD_TO_END, iso
     from tests.model.bound import Event, bound
 except ImportError:  # pragma: no cover
-    from model.adjust import iso
+    from model.adjust import HELD_TO_END, iso
     from model.bound import Event, bound
 
 VALUES = "array_join(transform(sort_array(collect_list(v)), x -> cast(x as string)), ' ')"
@@ -176,7 +176,7 @@ def test_engine_matches_model(spark, case):
             w.end,
             " ".join(str(v) for v in sorted(w.values)),
             w.rows,
-            str(w.closed_by),
+            w.closed_by,  # (None: flushed at the end, a null)
         )
         for w in wins
     ]
@@ -192,7 +192,7 @@ def test_engine_matches_model(spark, case):
         want_counts = Counter(routes.get(r.decision, r.decision) for r in rows)
         assert ex == dict(want_counts)
         return
-    place = {(w.key, w.start): (str(w.closed_by), i) for i, w in enumerate(wins, start=1)}
+    place = {(w.key, w.start): (w.closed_by, i) for i, w in enumerate(wins, start=1)}
     assert len(ex) == len(rows)
     for e, r in zip(ex, rows, strict=True):
         assert e["_x_arrival"] == r.arrival
@@ -207,3 +207,5 @@ def test_engine_matches_model(spark, case):
         else:
             assert e["_x_windows"] is None and e["_x_released_by"] is None
         assert (e["_x_reason"] is None) == (r.reason is None)
+        held = (e["_x_reason"] or "").endswith(HELD_TO_END)
+        assert held == (r.reason or "").endswith(HELD_TO_END), (e, r)

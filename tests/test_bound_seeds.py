@@ -55,8 +55,8 @@ def test_sqlstream_non_strict_bound_at_noon_does_not_close_11_12(run_cli):
     assert _windows(rows, "shares", "tickers") == [
         (_h("11:00"), _h("12:00"), "1000", "GOOG IBM MSFT ORCL", "4", "7"),
         # the noon trades are also in 12-13; a non-strict 13:00 bound cannot close it
-        (_h("12:00"), _h("13:00"), "1200", "GOOG IBM YHOO", "3", "end"),
-        (_h("13:00"), _h("14:00"), "600", "ORCL", "1", "end"),
+        (_h("12:00"), _h("13:00"), "1200", "GOOG IBM YHOO", "3", ""),  # ("": at the end)
+        (_h("13:00"), _h("14:00"), "600", "ORCL", "1", ""),
     ]
     assert "read 9, released 6, discarded 0" in r.stderr and "bound rows 3" in r.stderr
 
@@ -77,9 +77,9 @@ def test_sqlstream_strict_bound_at_noon_closes_11_12(run_cli):
     # strict at 12:00 == non-strict 12:00:00.001 (SQLstream's 1 ms): 11-12 is final at
     # arrival 4; the second noon trade (GOOG) then breaks the promise and is dropped
     assert [(o["window_start"], o["shares"], o["rows"], o["closed_by"]) for o in r.jsonl()] == [
-        (_h("11:00"), 600, 3, "4"),
-        (_h("12:00"), 800, 2, "8"),  # strict 13:00 bound: past 13:00 by a tick
-        (_h("13:00"), 600, 1, "end"),
+        (_h("11:00"), 600, 3, 4),
+        (_h("12:00"), 800, 2, 8),  # strict 13:00 bound: past 13:00 by a tick
+        (_h("13:00"), 600, 1, None),  # flushed at the end of the input
     ]
     assert "discarded 1" in r.stderr
 
@@ -128,14 +128,51 @@ def test_explain_bound_sqlstream(run_cli):
                 e.decision,
                 "" if e.bound is None else _iso(e.bound),
                 " ".join(f"[{_iso(s)},{_iso(t)}]" for s, t in e.windows),
-                "" if last is None else str(last[1]),
+                "" if last is None or last[1] is None else str(last[1]),
                 "" if last is None else str(last[0]),
             )
         )
     got = [(x["decision"], x["bound"], x["windows"], x["released_by"], x["output_pos"])
            for x in rows]  # fmt: skip
     assert got == want
-    assert all(x["reason"] == "" for x in rows)
+    # no discard: a reason only for the rows whose last window is flushed at the end
+    assert [x["reason"] for x in rows] == [e.reason or "" for e in ex]
+    assert {x["reason"] for x in rows} == {"", "held to the end of input"}
+
+
+@pytest.mark.parametrize("rows_here", ["default", "0"])
+def test_closed_by_is_an_integer_and_null_at_the_end(run_cli, tmp_path, monkeypatch, rows_here):
+    """``closed_by`` is int64 in Parquet, null for a window flushed at the end of the input,
+    whether the windows are made in this process or (EVTIME_DRIVER_ROWS_MAX=0, on inputs
+    read in Spark tasks) in Spark; explain bound's ``released_by`` likewise, as the model's,
+    and the reason of a row whose last window is flushed says so."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if rows_here == "0":
+        monkeypatch.setenv("EVTIME_DRIVER_ROWS_MAX", "0")
+    opts = ["--window", "1h", "--window-end", "inclusive", "--bound-marker", "kind=bound",
+            "--strict-bounds", "--tick", "1ms"]  # fmt: skip
+    r = run_cli("bound", *opts, "--agg", "sum(shares) AS s", TRADES, "-o", tmp_path / "w.parquet")
+    assert r.exit_code == 0, r.stderr
+    t = pq.read_table(tmp_path / "w.parquet")
+    wins, ex = bound(
+        _trades(), size=HOUR, inclusive_end=True, bounds="markers", strict_bounds=True, tick=10**6
+    )
+    assert t.schema.field("closed_by").type == pa.int64()
+    assert t.column("closed_by").to_pylist() == [w.closed_by for w in wins]
+    assert None in t.column("closed_by").to_pylist()
+    r = run_cli("explain", "bound", *opts, TRADES, "-o", tmp_path / "why.parquet")
+    assert r.exit_code == 0, r.stderr
+    t = pq.read_table(tmp_path / "why.parquet")
+    assert t.schema.field("released_by").type == pa.int64()
+    closed = {(w.start, w.end): w.closed_by for w in wins}
+    assert t.column("released_by").to_pylist() == [
+        closed[e.windows[-1]] if e.windows else None for e in ex
+    ]
+    held = [(x or "").endswith("held to the end of input") for x in t.column("reason").to_pylist()]
+    assert held == [(e.reason or "").endswith("held to the end of input") for e in ex]
+    assert any(held)
 
 
 # ---------------------------------------------------------------- StreamInsight (seed 003)
@@ -159,9 +196,9 @@ def _iso(ns: int) -> str:
         ("-1ns", "adjust", "1ns", {"a": "1", "b": "2", "c": "4", "d": "6", "e": "7"}),
         # (1, 0), Adjust: the CTI is at the event: duplicates are kept, and an event counts
         # only once a later start time arrives
-        ("0ns", "adjust", "1ns", {"a": "2", "b": "4", "dup": "4", "c": "6", "e": "end"}),
+        ("0ns", "adjust", "1ns", {"a": "2", "b": "4", "dup": "4", "c": "6", "e": ""}),
         # (1, d), Drop: the CTI trails the largest start by d; rows behind it are dropped
-        ("1s", "drop", "5s", {"a": "6", "c": "7", "e": "end"}),
+        ("1s", "drop", "5s", {"a": "6", "c": "7", "e": ""}),  # ("": at the end)
     ],
 )
 def test_streaminsight_cti_settings(run_cli, delay, late, window, expect):
@@ -187,7 +224,7 @@ def test_streaminsight_cti_settings(run_cli, delay, late, window, expect):
     )
     rows = r.csv()
     assert [(x["window_start"], sorted(x["ids"].split()), x["closed_by"]) for x in rows] == [
-        (_iso(w.start), sorted(w.values), str(w.closed_by)) for w in wins
+        (_iso(w.start), sorted(w.values), str(w.closed_by or "")) for w in wins
     ]
     closed = {i: x["closed_by"] for x in rows for i in x["ids"].split()}
     for name, by in expect.items():

@@ -73,7 +73,7 @@ def test_bound_at_the_edges(run_cli, tmp_path, unit, edge):
         assert r.exit_code == 0, (opts, r.stderr)
         got = [(g["window_start"], g["window_end"], g["rows"], g["closed_by"]) for g in r.csv()]
         assert got == [
-            (shown(w.start), shown(w.end), str(w.rows), str(w.closed_by)) for w in windows
+            (shown(w.start), shown(w.end), str(w.rows), str(w.closed_by or "")) for w in windows
         ], opts
         r = run_cli("explain", "bound", *opts, "--format", "csv", path)
         assert r.exit_code == 0, (opts, r.stderr)
@@ -118,7 +118,7 @@ def sweep_model(times: list[int], specs: list[dict]) -> list[tuple[int, int, int
     out = []
     for kw in specs:
         windows, rows = model_bound([Event((), t) for t in times], **kw)
-        flushed = {(w.start, w.end) for w in windows if w.closed_by == "end"}
+        flushed = {(w.start, w.end) for w in windows if w.closed_by is None}
         released = [r for r in rows if r.decision in ("released", "adjusted")]
         held = sum(1 for r in released if r.windows and r.windows[-1] in flushed)
         out.append((len(released), sum(r.decision == "discarded" for r in rows), held))

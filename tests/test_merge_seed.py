@@ -113,10 +113,29 @@ def test_union_all_earlier_goog_trade_goes_first(run_cli):
     rows, _ = explain(run_cli, sources, *UNION)
     by = {r["ticker"]: r for r in rows}
     assert by["GOOG"]["decision"] == "released" and by["GOOG"]["released_by"] == "6"
-    assert by["MSFT"]["released_by"] == "end"  # nothing ever promised 10:04 on Trades
+    # nothing ever promised 10:04 on Trades: released at the end (null), and said so
+    assert by["MSFT"]["released_by"] == "" and by["MSFT"]["decision"] == "released"
+    assert by["MSFT"]["reason"].startswith("held to the end of input: at its arrival ")
     order = sorted((int(r["output_pos"]), r["ticker"]) for r in rows if r["output_pos"])
     assert [t for _, t in order] == ["ORCL", "YHOO", "IBM", "GOOG", "MSFT"]
     same_as_model(rows, model_rows(sources, "rowtime", "seq", False), ["Orders", "Trades"])
+
+
+def test_released_by_is_an_integer_in_parquet(run_cli, tmp_path):
+    """explain merge's ``released_by``: int64 in Parquet, null for MSFT, released only at
+    the end of the input (nothing ever promised 10:04 on Trades), as in the model."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sources = [("Orders", "orders.csv"), ("Trades", "trades_goog.csv")]
+    args = [f"{name}={MERGE / path}" for name, path in sources]
+    r = run_cli("explain", "merge", *UNION, *args, "-o", tmp_path / "why.parquet")
+    assert r.exit_code == 0, r.stderr
+    t = pq.read_table(tmp_path / "why.parquet")
+    assert t.schema.field("released_by").type == pa.int64()
+    model = model_rows(sources, "rowtime", "seq", False)
+    assert t.column("released_by").to_pylist() == [m.released_by for m in model]
+    assert None in [m.released_by for m in model if m.decision == "released"]
 
 
 def test_producers_entering_and_leaving(run_cli):
@@ -184,7 +203,7 @@ def test_apama_inputs_e_and_x_wait_1_hour(run_cli):
     # 09:23: X 08:50 makes E 08:30, 08:32, 08:40 definitive (arrival 5)
     assert [by[("E", at(t))]["released_by"] for t in ("08:30", "08:32", "08:40")] == ["5"] * 3
     # 09:00 and 09:10 wait for the timer at 10:10: in a file, the end-of-input flush
-    assert by[("E", at("09:00"))]["released_by"] == "end"
-    assert by[("E", at("09:10"))]["released_by"] == "end"
+    assert by[("E", at("09:00"))]["released_by"] == ""  # (null: at the end)
+    assert by[("E", at("09:10"))]["released_by"] == ""
     model = model_rows(sources, "sourceTime", "wall", True, wait=3600 * 10**9)
     same_as_model(rows, model, ["E", "X"])

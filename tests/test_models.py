@@ -12,11 +12,11 @@ from datetime import UTC, datetime
 import pytest
 
 try:
-    from tests.model.adjust import adjust, iso
+    from tests.model.adjust import HELD_TO_END, adjust, iso
     from tests.model.bound import Event, bound
     from tests.model.merge import Arrival, merge, merge_output
 except ImportError:  # tests/ is not a package: pytest puts tests/ itself on sys.path
-    from model.adjust import adjust, iso
+    from model.adjust import HELD_TO_END, adjust, iso
     from model.bound import Event, bound
     from model.merge import Arrival, merge, merge_output
 
@@ -123,7 +123,9 @@ def test_adjust_seed000_tables(unit, range_n, table):
             assert row.decision == "discarded" and row.released_by is None
             assert row.reason and "below bound" in row.reason
         else:
-            assert row.decision == "released" and row.reason is None
+            assert row.decision == "released"
+            # (released by no arrival: at the end of the input, and the reason says so)
+            assert row.reason == (HELD_TO_END if row.released_by is None else None)
             assert row.evtime == ts("2009/03/01 " + stamp), name
 
 
@@ -135,7 +137,7 @@ def test_adjust_sec1_release_points_and_refs():
     ]
     assert [r.bound for r in rows] == [r.ref - SEC for r in rows]
     # E (arrival 5) moves ref to :24, range [:23, :24]: A, B, D (:22) go; C and E at the end
-    assert [r.released_by for r in rows] == [5, 5, "end", 5, "end"]
+    assert [r.released_by for r in rows] == [5, 5, None, 5, None]
 
 
 def test_adjust_usec_discard_reasons():
@@ -144,7 +146,7 @@ def test_adjust_usec_discard_reasons():
     assert b.bound == ts("2009/03/01 12:15:22:344679000")  # A's ref - 999us
     assert "12:15:22.123456000" in b.reason and "12:15:22.344679000" in b.reason
     assert d.ref == ts("2009/03/01 12:15:23:123456000")
-    assert [r.released_by for r in rows] == [3, None, 5, None, "end"]
+    assert [r.released_by for r in rows] == [3, None, 5, None, None]
 
 
 def test_adjust_seed000_figures_sec_range2():
@@ -160,7 +162,7 @@ def test_adjust_seed000_figures_sec_range2():
     assert rows[2].evtime == ts(day + "08:59:59") and rows[2].decision == "released"
     assert rows[3].decision == "discarded"
     assert rows[4].ref == ts(day + "09:00:02") and rows[4].bound == ts(day + "09:00:00")
-    assert [r.released_by for r in rows] == ["end", "end", 5, None, "end"]  # 08:59:59 goes
+    assert [r.released_by for r in rows] == [None, None, 5, None, None]  # 08:59:59 goes
     assert [r.output_pos for r in rows] == [2, 3, 1, None, 4]
 
 
@@ -174,7 +176,7 @@ def test_adjust_keys_are_independent_and_output_is_global():
         "released",
     ]
     assert rows[2].bound == 6 and rows[3].bound == -1  # y's own ref 3
-    assert [r.released_by for r in rows] == [5, "end", None, "end", "end"]
+    assert [r.released_by for r in rows] == [5, None, None, None, None]
     assert [r.output_pos for r in rows] == [3, 2, None, 1, 4]  # (evtime, arrival)
 
 
@@ -225,7 +227,7 @@ def test_merge_union_all_later_trade_implies_the_bound():
 def test_merge_union_all_earlier_trade_goes_first():
     rows = merge(union_all_example(_at(1, hm("10:03:30"), 6)))  # GOOG 10:03:30
     assert rows[5].decision == "released" and rows[5].released_by == 6
-    assert rows[2].released_by == "end"
+    assert rows[2].released_by is None
     assert merge_output(union_all_example(_at(1, hm("10:03:30"), 6))) == [
         (0, 0, hm("10:01")),
         (1, 0, hm("10:02")),
@@ -357,8 +359,8 @@ def test_merge_apama_inputs_e_and_x_wait_1h():
     assert [src[(0, hm(t))].released_by for t in ("08:30", "08:32", "08:40")] == [5, 5, 5]
     assert src[(1, hm("08:25"))].released_by == 2
     # 09:00 and 09:10 wait for the timer (10:10) -> in a file: the end-of-input flush
-    assert src[(0, hm("09:00"))].released_by == "end"
-    assert src[(0, hm("09:10"))].released_by == "end"
+    assert src[(0, hm("09:00"))].released_by is None
+    assert src[(0, hm("09:10"))].released_by is None
 
 
 def test_merge_apama_timer_row_as_a_heartbeat_at_10_10():
@@ -376,7 +378,7 @@ def test_merge_strict_bound_is_one_tick_later():
     assert non_strict[-1].bound == 100
     strict = merge(srcs, strict_bounds=True, tick=5)
     assert strict[-1].bound == 105 and strict[1].released_by == 3
-    assert non_strict[1].released_by == "end"
+    assert non_strict[1].released_by is None
 
 
 def test_merge_own_bound_discard_and_lower_bound_changes_nothing():
@@ -460,7 +462,7 @@ def test_merge_with_adjust_per_source():
     ]
     # D = min(source 0: ref 3000 - 1000, source 1: ref 2000 - 1000); sources one after the other
     assert [r.bound for r in rows] == [None] * 4 + [1000]
-    assert [r.released_by for r in rows] == [5, 5, "end", None, "end"]
+    assert [r.released_by for r in rows] == [5, 5, None, None, None]
 
 
 def test_merge_rejects_mixed_arrival_times_and_wait_without_them():
@@ -490,7 +492,7 @@ def test_bound_strict_example_inclusive_windows_markers():
     assert ex[1].windows == [(11 * h, 12 * h), (12 * h, 13 * h)]  # noon trade in both
     assert ex[2].decision == "bound" and ex[2].bound == 12 * h
     # a non-strict bound at 12:00 does not close 11-12: another trade at 12:00 could come
-    assert _wins(wins) == [((), 11 * h, 12 * h, [1, 2], 5), ((), 12 * h, 13 * h, [2, 3], "end")]
+    assert _wins(wins) == [((), 11 * h, 12 * h, [1, 2], 5), ((), 12 * h, 13 * h, [2, 3], None)]
     assert wins[0].rows == 2
 
 
@@ -503,7 +505,7 @@ def test_bound_strict_marker_at_noon_closes_11_12():
     ]
     wins, ex = bound(ev, size=h, inclusive_end=True, bounds="markers", strict_bounds=True, tick=MS)
     assert ex[2].bound == 12 * h + MS  # strict at t == non-strict t + 1 ms (SQLstream)
-    assert _wins(wins) == [((), 11 * h, 12 * h, [1, 2], 3), ((), 12 * h, 13 * h, [2], "end")]
+    assert _wins(wins) == [((), 11 * h, 12 * h, [1, 2], 3), ((), 12 * h, 13 * h, [2], None)]
 
 
 def test_bound_rows_inclusive_vs_exclusive():
@@ -519,7 +521,7 @@ def test_bound_rows_inclusive_vs_exclusive():
     wins, ex = bound(ev, size=h)
     assert _wins(wins)[0] == ((), 11 * h, 12 * h, [1], 2)  # exclusive: 12:00 itself closes
     assert ex[1].windows == [(12 * h, 13 * h)]
-    assert _wins(wins)[1] == ((), 12 * h, 13 * h, [2, 3, 4], "end")
+    assert _wins(wins)[1] == ((), 12 * h, 13 * h, [2, 3, 4], None)
 
 
 def test_bound_cti_minus_one_tick_every_event_counts_at_once():
@@ -545,7 +547,7 @@ def test_bound_cti_zero_delay_counts_once_a_later_start_arrives():
     wins, ex = bound(ev, size=1, bounds="cti", cti_every=1, cti_delay=0)
     assert [r.decision for r in ex] == ["released"] * 3  # duplicates are kept
     assert [r.bound for r in ex] == [10, 10, 20]
-    assert _wins(wins) == [((), 10, 11, ["a", "dup"], 3), ((), 20, 21, ["b"], "end")]
+    assert _wins(wins) == [((), 10, 11, ["a", "dup"], 3), ((), 20, 21, ["b"], None)]
 
 
 def test_bound_cti_delay_with_drop():
@@ -556,8 +558,8 @@ def test_bound_cti_delay_with_drop():
     assert "below the bound" in ex[3].reason
     assert _wins(wins) == [
         ((), 0, 10, [8], 5),
-        ((), 10, 20, [10, 12], "end"),
-        ((), 20, 30, [20], "end"),
+        ((), 10, 20, [10, 12], None),
+        ((), 20, 30, [20], None),
     ]
 
 
@@ -566,7 +568,7 @@ def test_bound_cti_every_n_counts_late_rows():
     wins, ex = bound(ev, size=100, bounds="cti", cti_every=2)
     assert [r.bound for r in ex] == [None, 30, 30, 40, 40, 50]  # CTIs at rows 2, 4, 6
     assert ex[2].decision == "discarded"  # arrived after the CTI at 30, yet it is counted
-    assert _wins(wins) == [((), 0, 100, [10, 30, 40, 41, 50], "end")]
+    assert _wins(wins) == [((), 0, 100, [10, 30, 40, 41, 50], None)]
 
 
 def test_bound_keys_hopping_and_release_order():
@@ -586,10 +588,10 @@ def test_bound_keys_hopping_and_release_order():
         (("a",), 5, 15, [1], 3),
         (("b",), -5, 5, [2], 5),
         (("b",), 0, 10, [2], 5),
-        (("a",), 10, 20, [3], "end"),
-        (("a",), 15, 25, [3], "end"),
-        (("b",), 25, 35, [5], "end"),
-        (("b",), 30, 40, [5], "end"),
+        (("a",), 10, 20, [3], None),
+        (("a",), 15, 25, [3], None),
+        (("b",), 25, 35, [5], None),
+        (("b",), 30, 40, [5], None),
     ]
 
 
@@ -597,7 +599,7 @@ def test_bound_markers_apply_to_their_own_key():
     ev = [Event(("a",), 5, value=1), Event(("b",), 5, value=2), Event(("a",), 10, True)]
     wins, ex = bound(ev, size=10, bounds="markers")
     assert [r.bound for r in ex] == [None, None, 10]
-    assert _wins(wins) == [(("a",), 0, 10, [1], 3), (("b",), 0, 10, [2], "end")]
+    assert _wins(wins) == [(("a",), 0, 10, [1], 3), (("b",), 0, 10, [2], None)]
 
 
 def test_bound_offset_and_unit_range():
@@ -616,4 +618,4 @@ def test_bound_offset_and_unit_range():
     assert [r.evtime for r in ex] == [1000, 3000, 1000, 0]
     assert [r.bound for r in ex] == [-1000, 1000, 1000, 1000]
     assert [r.decision for r in ex] == ["released"] * 3 + ["discarded"]
-    assert _wins(wins) == [((), 500, 2500, [1, 3], "end"), ((), 2500, 4500, [2], "end")]
+    assert _wins(wins) == [((), 500, 2500, [1, 3], None), ((), 2500, 4500, [2], None)]

@@ -199,7 +199,7 @@ def test_bound_marker_compares_the_text_and_aggregates_stay_numbers(run_cli, wor
     assert r.exit_code == 0, r.stderr
     got = [(w["t"], w["n"], w["hi"], w["closed_by"]) for w in r.jsonl()]
     # the marker row (arrival 3) closes the first window; the second is flushed at the end
-    assert got == [(2.0, 2, 2.5, "3"), (4.0, 1, 4.0, "end")], got
+    assert got == [(2.0, 2, 2.5, 3), (4.0, 1, 4.0, None)], got
 
 
 def test_an_agg_over_a_text_value_names_file_line_and_column(run_cli, workdir):

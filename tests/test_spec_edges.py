@@ -156,5 +156,5 @@ def test_hopping_windows_at_exact_boundaries(run_cli, workdir, end):
     wins, _ = model_bound([Event((), t) for t in ns], size=10 * S, slide=5 * S, offset=2 * S,
                           inclusive_end=end == "inclusive")  # fmt: skip
     assert [(x["window_start"], x["n"], x["closed_by"]) for x in r.csv()] == [
-        (iso(w.start), str(w.rows), str(w.closed_by)) for w in wins
+        (iso(w.start), str(w.rows), str(w.closed_by or "")) for w in wins
     ]

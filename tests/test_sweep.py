@@ -46,7 +46,7 @@ def expected_adjust(arrivals, unit_ns: int, range_n: int) -> dict[str, str]:
     """One sweep row, as CSV text, from the reference model of `evtime adjust`."""
     rows = model_adjust(arrivals, unit_ns, range_n)
     kept = [r for r in rows if r.decision == "released"]
-    by_arrival = [r for r in kept if r.released_by != "end"]
+    by_arrival = [r for r in kept if r.released_by is not None]  # (None: at the end)
     # the reference time at release: the releasing arrival's (same key) ref after it
     holds = [rows[r.released_by - 1].ref - r.evtime for r in by_arrival]
     return {
@@ -214,7 +214,7 @@ def expected_merge(arrivals, wait_text: str, wait: int, **options) -> dict[str, 
     rows = model_merge(arrivals, wait=wait, **options)
     clock = [arrivals[s][j].arrival_time for s, j in processing_order(arrivals)]
     kept = [r for r in rows if r.decision == "released"]
-    by_arrival = [r for r in kept if r.released_by != "end"]
+    by_arrival = [r for r in kept if r.released_by is not None]  # (None: at the end)
     holds = [clock[r.released_by - 1] - clock[r.arrival - 1] for r in by_arrival]
     return {
         "wait": wait_text,
@@ -335,7 +335,7 @@ def expected_bound(events, setting: str, text: str, **cfg) -> dict[str, str]:
             held.append((0, 0))
             continue
         by = closed[r.key, max(s for s, _ in r.windows)]
-        if by != "end":
+        if by is not None:  # (None: flushed at the end)
             held.append((by - r.arrival, rows[by - 1].bound - r.evtime))
     holds = [t for _, t in held]
     return {

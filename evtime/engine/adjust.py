@@ -275,12 +275,12 @@ def explain(
                 "_x_decision": F.when(F.col(KEEP), present.RELEASED).otherwise(present.DISCARDED),
                 "_x_bound": sat.sub(ref, spec.width),
                 "_x_ref": ref,
-                "_x_released_by": F.when(~F.col(KEEP), None).otherwise(
-                    F.coalesce(F.col("_rel").cast("string"), F.lit("end"))
-                ),
+                "_x_released_by": F.when(F.col(KEEP), F.col("_rel").cast("long")),
                 "_x_output_pos": F.col(_POS),
                 "_x_windows": F.lit(None).cast("string"),
-                "_x_reason": F.when(F.col(KEEP), None).otherwise(_reason(spec, "_bound_before")),
+                "_x_reason": F.when(
+                    F.col(KEEP), F.when(F.col("_rel").isNull(), F.lit(present.HELD_TO_END))
+                ).otherwise(_reason(spec, "_bound_before")),
             }
         )
         .drop("_rel", "_bound_before", _ARR, _POS)
@@ -786,7 +786,9 @@ class ExplainInPart:
             )
             reason = pc.replace_with_mask(reason, pa.array(~keep), words)
         kept = pa.array(keep)
-        rel = pc.fill_null(pc.cast(pa.array(least, mask=least < 0), pa.string()), "end")
+        end = keep & (least < 0)  # released only at the end of the input: by no arrival
+        if end.any():
+            reason = pc.if_else(pa.array(end), present.HELD_TO_END, reason)
         made = {
             "arrival": rows.column(ARRIVAL),
             "source": pa.array(self.sources, pa.string()).take(rows.column(FILE)),
@@ -795,7 +797,7 @@ class ExplainInPart:
             "decision": pc.if_else(kept, present.RELEASED, present.DISCARDED),
             "bound": pa.array(sat.sub_np(ref, self.spec.width)),
             "ref": pa.array(ref),
-            "released_by": pc.if_else(kept, rel, pa.scalar(None, pa.string())),
+            "released_by": pa.array(least, pa.int64(), mask=~keep | (least < 0)),
             "output_pos": pa.array(pos, mask=~keep),
             "windows": pa.nulls(len(evt), pa.string()),
             "reason": reason,
@@ -810,7 +812,7 @@ class ExplainInPart:
 EXPLAIN_SLICE = 1 << 16  # rows of a part explained at a time
 
 
-_TEXT_COLUMNS = ("source", "decision", "released_by", "windows", "reason")
+_TEXT_COLUMNS = ("source", "decision", "windows", "reason")
 
 IN_PLACE_ROWS = 1 << 21  # the most rows explained in place as one part (a row group or a slice)
 

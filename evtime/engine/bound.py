@@ -522,7 +522,7 @@ def output(
         window_end(F.col(WS), spec).alias("window_end"),
         *[F.col(quote(n)) for n in names],
         F.col(ROWS).alias("rows"),
-        F.coalesce(F.col(CLOSED).cast("string"), F.lit("end")).alias("closed_by"),
+        F.col(CLOSED).cast("long").alias("closed_by"),  # (null: flushed at the end)
     )
 
 
@@ -677,12 +677,13 @@ def explain(cl: DataFrame, w: DataFrame, spec: BoundSpec, sources: list[str]) ->
             "_x_evtime": F.col(EVT),
             "_x_decision": F.col(DECISION),
             "_x_bound": F.col(AFTER),
-            "_x_released_by": F.when(
-                F.col("_pos").isNotNull(),
-                F.coalesce(F.col("_rb").cast("string"), F.lit("end")),
-            ),
+            "_x_released_by": F.when(F.col("_pos").isNotNull(), F.col("_rb").cast("long")),
             "_x_output_pos": F.col("_pos"),
             "_x_windows": F.when(accepted(), windows_text(spec)),
-            "_x_reason": _reason(spec),
+            # (a row whose last window is flushed at the end: released_by null, and words)
+            "_x_reason": F.when(
+                F.col("_pos").isNotNull() & F.col("_rb").isNull(),
+                F.concat_ws("; ", _reason(spec), F.lit(present.HELD_TO_END)),
+            ).otherwise(_reason(spec)),
         }
     ).drop("_evt_last", "_rb", "_pos")

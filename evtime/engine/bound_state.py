@@ -18,7 +18,7 @@ The next run starts every key from its saved bound (:func:`~evtime.engine.bound.
 with ``carried``); a carried row re-enters only its windows the saved bound left open
 (a window it closed was released by an earlier run; a new row can never enter such a
 window, it would be late).  Windows a bound of this run closes are released; the others
-stay open (or, with ``--flush``, are flushed as ``end``).
+stay open (or, with ``--flush``, are flushed: ``closed_by`` null).
 """
 
 from __future__ import annotations
@@ -92,7 +92,7 @@ def open_windows(rows: DataFrame, carried: DataFrame, spec: BoundSpec) -> tuple[
 
 def released(w: DataFrame, flush: bool) -> DataFrame:
     """The windows this run releases: those closed by one of its arrivals (all, with
-    ``flush``: the others are flushed as ``end``)."""
+    ``flush``: the others are flushed: ``closed_by`` null)."""
     return w if flush else w.where(F.col(CLOSED).isNotNull())
 
 

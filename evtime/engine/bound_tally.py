@@ -199,7 +199,7 @@ def output_rows_here(
     are those Spark gives that schema): for a caller that writes them here, without
     making them a DataFrame (one Spark job fewer)."""
     from pyspark.sql.pandas.types import to_arrow_schema
-    from pyspark.sql.types import LongType, StringType, StructField
+    from pyspark.sql.types import LongType, StructField
 
     made = _made_here(t.toArrow() if rows is None else rows, spec, names, arrivals)
     if made is None:
@@ -212,7 +212,7 @@ def output_rows_here(
             StructField("window_end", LongType()),
             *[t.schema[n] for n in names],
             StructField("rows", LongType()),
-            StructField("closed_by", StringType()),
+            StructField("closed_by", LongType()),
         ]
     )
     return made.cast(to_arrow_schema(schema)), schema
@@ -256,9 +256,7 @@ def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: 
             "window_end": _end(ws, spec, spec.size),
             **{n: w.column(n) for n in names},
             "rows": w.column(ROWS),
-            "closed_by": pa.array(
-                [str(x) if x >= 0 else "end" for x in closed.tolist()], pa.string()
-            ),
+            "closed_by": pa.array(closed, pa.int64(), mask=closed < 0),  # (null: at the end)
         }
     )
     return out.take(_ascending(out, [RELEASE, "window_start", *keys])).drop_columns([RELEASE])

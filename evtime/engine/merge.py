@@ -687,8 +687,8 @@ def bound_time_value(lay: Layout, fmt: str | None, tz: str | None) -> Column:
 def _blame(spec: MergeSpec) -> Column:
     """Why a released row was held: the state of the definitive time at its arrival."""
     rel = F.col("_x_released_by")
-    n = rel.cast("long") - F.col(ARRIVAL)
-    held = F.when(rel == "end", F.lit("held to the end of input")).otherwise(
+    n = rel - F.col(ARRIVAL)
+    held = F.when(rel.isNull(), F.lit(present.HELD_TO_END)).otherwise(
         F.concat(
             F.lit("held "),
             n.cast("string"),
@@ -757,17 +757,15 @@ def explain(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> Da
             "_x_evtime": F.col(EVT),
             "_x_decision": decision,
             "_x_bound": F.when((d != F.lit(NEG)) & (d != F.lit(POS)), d),
-            "_x_released_by": F.when(
-                F.col(KEEP), F.coalesce(F.col("_evt_rel_arrival").cast("string"), F.lit("end"))
-            ),
+            "_x_released_by": F.when(F.col(KEEP), F.col("_evt_rel_arrival").cast("long")),
             "_x_output_pos": F.col("_evt_x_output_pos"),
             "_x_windows": F.lit(None).cast("string"),
             # the row's source's own bound after the arrival (for pictures, not shown)
             "_x_source_bound": F.greatest(F.col(OWN), F.when(F.col(BND) | F.col(KEEP), F.col(CON))),
         }
     )
-    held = F.col(KEEP) & (
-        (F.col("_x_released_by") == "end") | (F.col("_evt_rel_arrival") > F.col(ARRIVAL))
+    held = F.col(KEEP) & (  # (released_by null: released only at the end of the input)
+        F.col("_x_released_by").isNull() | (F.col("_x_released_by") > F.col(ARRIVAL))
     )
     reason = (
         F.when(F.col(BND), F.lit(None)).when(~F.col(KEEP), _reason(spec)).when(held, _blame(spec))

@@ -2,7 +2,9 @@
 
 The engine adds its own columns (decision, bound, released_by, ...); this module fixes
 their names and order, formats times in words for reasons, and renames a row's own columns
-that clash with explain's.
+that clash with explain's.  ``released_by`` and ``output_pos`` are int64, null when there is
+none; ``released_by`` is null too for a row released only at the end of the input, whose
+reason then says so (:data:`HELD_TO_END`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ EXPLAIN_COLUMNS = (
 )
 NS_COLUMNS = ("time", "evtime", "bound", "ref")
 RELEASED, DISCARDED, ADJUSTED, BOUND = "released", "discarded", "adjusted", "bound"
+# the reason of a row released only at the end of the input (its ``released_by`` is null)
+HELD_TO_END = "held to the end of input"
 
 
 def iso(name: str) -> Column:

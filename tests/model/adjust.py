@@ -9,7 +9,7 @@ time and a list of held rows, exactly as SPEC §2 describes the machine.
   can only matter when it moves ``ref``, and then it is inside the range) is discarded.
 * When ``ref`` moves, every held row of that key with ``evtime < ref - range*unit`` is
   released by that arrival; at the end of the input everything still held is released
-  (``released_by == 'end'``).
+  (``released_by`` None, as evtime writes it: null; the reason says ``HELD_TO_END``).
 * ``output_pos`` numbers all released rows (all keys together) by ``(evtime, arrival)``.
 
 Oracle for the Spark engine; clarity over speed.
@@ -31,6 +31,8 @@ def iso(ns: int | None) -> str:
     return datetime.fromtimestamp(s, UTC).strftime("%Y-%m-%dT%H:%M:%S") + f".{frac:09d}Z"
 
 
+HELD_TO_END = "held to the end of input"  # reason of a row released at the end of the input
+
 FIRST = -(1 << 63)  # the first instant of the int64 ns timeline
 
 
@@ -49,9 +51,9 @@ class Row:
     decision: str  # 'released' | 'discarded'
     ref: int  # reference time of this key after this arrival
     bound: int  # ref - range*unit after this arrival
-    released_by: int | str | None  # arrival that released it, 'end', None if discarded
+    released_by: int | None  # arrival that released it; None: discarded, or at the end
     output_pos: int | None  # 1-based position in the whole output; None if discarded
-    reason: str | None  # words for a discard, else None
+    reason: str | None  # words for a discard, HELD_TO_END for a row released at the end
 
 
 def adjust(arrivals: list[tuple[tuple, int]], unit_ns: int, range_n: int) -> list[Row]:
@@ -92,7 +94,7 @@ def adjust(arrivals: list[tuple[tuple, int]], unit_ns: int, range_n: int) -> lis
 
     for key_rows in held.values():  # end of input: flush everything still held
         for h in key_rows:
-            h.released_by = "end"
+            h.released_by, h.reason = None, HELD_TO_END
 
     released = sorted(
         (r for r in rows if r.decision == "released"), key=lambda r: (r.evtime, r.arrival)

@@ -21,7 +21,8 @@ A plain sequential simulation over arrivals. Every key value is an independent s
 * After each arrival (its own new bound included) the key's windows are final when
   ``bound >= end`` (exclusive) or ``bound >= end + tick`` (inclusive); they are released with
   ``closed_by`` = that arrival, ordered by start. At end of input every open window is flushed
-  (``closed_by='end'``), ordered by start, then key.
+  (``closed_by`` None, as evtime writes it: null), ordered by start, then key; the reason of
+  a row whose last window is flushed so ends with ``HELD_TO_END``.
 * ``unit_ns``/``range_n`` are only allowed with ``bounds='rows'`` (SPEC: the bound then *is*
   ``ref - range*unit``).
 
@@ -34,7 +35,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from .adjust import floor_to, iso
+from .adjust import HELD_TO_END, floor_to, iso
 
 INF = math.inf
 
@@ -54,7 +55,7 @@ class Window:  # output row, in release order
     end: int
     values: list  # values of the rows in the window, in arrival order
     rows: int
-    closed_by: int | str  # arrival number or 'end'
+    closed_by: int | None  # arrival number; None: flushed at the end of the input
 
 
 @dataclass
@@ -119,7 +120,7 @@ def bound(
     out: list[Window] = []
     explain: list[BoundRow] = []
 
-    def close(key: tuple, by: int | str, upto: float | int) -> None:
+    def close(key: tuple, by: int, upto: float | int) -> None:
         for s, e in sorted(open_[key]):
             if upto >= (e + tick if inclusive_end else e):
                 vals = open_[key].pop((s, e))
@@ -162,5 +163,10 @@ def bound(
     flushed = [(s, key) for key, ws in open_.items() for (s, _e) in ws]
     for s, key in sorted(flushed):
         vals = open_[key].pop((s, s + size))
-        out.append(Window(key, s, s + size, vals, len(vals), "end"))
+        out.append(Window(key, s, s + size, vals, len(vals), None))
+    # a row is held till its last window closes: flushed, its reason says so (after any other)
+    at_end = set(flushed)
+    for row in explain:
+        if row.windows and (row.windows[-1][0], row.key) in at_end:
+            row.reason = "; ".join(w for w in (row.reason, HELD_TO_END) if w)
     return out, explain

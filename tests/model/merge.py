@@ -25,7 +25,8 @@ A plain sequential simulation over arrivals in processing order:
 * **Discard** a data row when ``evtime < own bound`` ('own bound'), ``evtime < now - wait``
   ('wait'), or ``evtime < B`` ('stream bound'); all reasons that apply are listed. A discarded
   row advances nothing.
-* End of input: all sources leave; everything held is released (``released_by='end'``).
+* End of input: all sources leave; everything held is released (``released_by`` None, as
+  evtime writes it: null; decision 'released' and an ``output_pos`` tell it from a discard).
 
 Oracle for the Spark engine; clarity over speed.
 """
@@ -56,7 +57,7 @@ class MergeRow:
     evtime: int  # = time unless unit/range given (then adjusted)
     decision: str  # 'released' | 'discarded' | 'bound'
     bound: int | None  # definitive time D after this arrival (None = infinite / undefined)
-    released_by: int | str | None
+    released_by: int | None  # None: not released, or released at the end of the input
     output_pos: int | None
     reason: str | None  # names the broken promise: 'own bound' / 'stream bound' / 'wait'
 
@@ -92,7 +93,7 @@ def _simulate(arrivals_per_source, strict_bounds, tick, wait, join_leave, unit_n
     rows: list[MergeRow] = []
     pos = 0
 
-    def release(upto: float | int, by: int | str) -> None:
+    def release(upto: float | int, by: int | None) -> None:
         nonlocal held, B, pos
         out = sorted((r for r in held if r.evtime <= upto), key=lambda r: (r.evtime, r.arrival))
         held = [r for r in held if r.evtime > upto]
@@ -136,7 +137,7 @@ def _simulate(arrivals_per_source, strict_bounds, tick, wait, join_leave, unit_n
         D = min((max(own[x], lag) for x in attached), default=INF)
         release(D, i)
         row.bound = D if math.isfinite(D) else None
-    release(INF, "end")
+    release(INF, None)  # the end of the input
     return rows, order
 
 
