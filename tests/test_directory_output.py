@@ -218,6 +218,18 @@ def test_existing_directory_needs_overwrite(run_cli, tmp_path, inputs):
     _check_dir(out, tmp_path / "single.parquet", "parquet")
 
 
+def _a_later_run_clears(run_cli, tmp_path, out: str) -> None:
+    """A later run over fewer rows (fewer parts) to the directory ``out`` a killed run left:
+    no --overwrite needed, and no part of the killed run is left over."""
+    small = tmp_path / "small.csv"
+    _events(small, 40, 0)
+    r = run_cli(*COMMANDS["adjust"], small, "-o", tmp_path / "single.parquet")
+    assert r.exit_code == 0, r.stderr
+    r = run_cli(*COMMANDS["adjust"], small, "-o", out)
+    assert r.exit_code == 0, r.stderr
+    _check_dir(out, tmp_path / "single.parquet", "parquet")
+
+
 @pytest.mark.parametrize("where", ["distributed"], indirect=True)
 def test_killed_midway_leaves_no_manifest_and_a_later_run_clears_its_parts(
     run_cli, where, tmp_path, inputs, monkeypatch
@@ -229,14 +241,7 @@ def test_killed_midway_leaves_no_manifest_and_a_later_run_clears_its_parts(
     monkeypatch.delenv("EVTIME_CRASH_AT")
     assert len(_parts(out)) > 1
     assert not os.path.exists(f"{out}/_SUCCESS")
-    # a later run over fewer rows (fewer parts): no --overwrite needed, no part left over
-    small = tmp_path / "small.csv"
-    _events(small, 40, 0)
-    r = run_cli(*COMMANDS["adjust"], small, "-o", tmp_path / "single.parquet")
-    assert r.exit_code == 0, r.stderr
-    r = run_cli(*COMMANDS["adjust"], small, "-o", out)
-    assert r.exit_code == 0, r.stderr
-    _check_dir(out, tmp_path / "single.parquet", "parquet")
+    _a_later_run_clears(run_cli, tmp_path, out)
 
 
 @pytest.mark.cli
@@ -255,13 +260,7 @@ def test_hard_kill_leaves_no_manifest_and_a_later_run_clears(cli_env, run_cli, t
     p = subprocess.run(["evtime", *args], env=env, capture_output=True, text=True, timeout=600)
     assert p.returncode == 137, p.stderr
     assert _parts(out) and not os.path.exists(f"{out}/_SUCCESS")
-    small = tmp_path / "small.csv"
-    _events(small, 40, 0)
-    r = run_cli(*COMMANDS["adjust"], small, "-o", tmp_path / "single.parquet")
-    assert r.exit_code == 0, r.stderr
-    r = run_cli(*COMMANDS["adjust"], small, "-o", out)
-    assert r.exit_code == 0, r.stderr
-    _check_dir(out, tmp_path / "single.parquet", "parquet")
+    _a_later_run_clears(run_cli, tmp_path, out)
     assert not os.path.exists(f"{out}/_temporary")  # (the killed run's hidden parts too)
 
 
