@@ -3,8 +3,8 @@ reads them (Spark's own Parquet reader, or pyarrow in Spark tasks)."""
 
 from __future__ import annotations
 
-from evtime.io.native import read_native
-from evtime.io.reader import Layout, ReadOptions, layout, read_tasks
+from evtime.io import native, reader
+from evtime.io.reader import Layout, ReadOptions
 from evtime.io.sources import InputFile
 
 
@@ -16,9 +16,9 @@ def read(
     when the caller already has it.  Parquet inputs that Spark's own reader gives exactly
     are read by it (:func:`~evtime.io.native.read_native`, the footing from their footers),
     the others by pyarrow in tasks (:func:`~evtime.io.reader.read_tasks`)."""
-    lay = lay or layout(files, opts)
-    native = read_native(spark, files, opts, lay)
-    if native is not None:
-        return native[0], lay, native[1]
-    df, footing = read_tasks(spark, files, opts, lay)
+    lay = lay or reader.layout(files, opts)
+    spark_read = native.read_native(spark, files, opts, lay)
+    if spark_read is not None:
+        return spark_read[0], lay, spark_read[1]
+    df, footing = reader.read_tasks(spark, files, opts, lay)
     return df, lay, footing
