@@ -224,8 +224,9 @@ def test_a_cluster_without_shared_staging_is_refused_before_spark(
     assert r.exit_code == 2
     assert r.stderr.strip() == (
         f"evtime: {option[0]} {given}: Spark's tasks run on other machines, which cannot see "
-        "this machine's temporary directory: set EVTIME_STAGING to a directory that this "
-        "machine and every executor share"
+        "this machine's disk: set --staging (or EVTIME_STAGING) to a URL that this machine and "
+        "every executor reach (s3://BUCKET/tmp, hdfs://..., or a shared directory), or write "
+        "-o to an object store"
     )
 
 
