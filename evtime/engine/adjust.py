@@ -87,7 +87,7 @@ def _evtime(spec: AdjustSpec):
     return sat.floor(F.col(T), spec.unit_ns)
 
 
-def _join_keys(df: DataFrame, small: DataFrame, keys: tuple[str, ...]) -> DataFrame:
+def join_keys(df: DataFrame, small: DataFrame, keys: tuple[str, ...]) -> DataFrame:
     """``df`` left-joined with a small per-key table (one row, when there are no keys)."""
     if keys:
         return join_small(df, small, list(keys))
@@ -152,7 +152,7 @@ def classify(
     known = as_read.time_maxima(spec.unit_ns) if as_read and not spec.keys else None
     df = prefix_max(df, {REF_BEFORE: EVT}, spec.keys, False, one_chunk, as_read, known)
     if refs is not None:
-        df = _join_keys(df, refs, spec.keys)
+        df = join_keys(df, refs, spec.keys)
         df = df.withColumn(REF_BEFORE, F.greatest(F.col(REF_BEFORE), F.col(REF))).drop(REF)
     return df.withColumn(KEEP, kept(spec.width))
 
@@ -936,7 +936,7 @@ def carry_on(
     new_refs = df.groupBy(*spec.keys).agg(F.max(EVT).alias(REF))
     if refs is not None:
         new_refs = new_refs.unionByName(refs).groupBy(*spec.keys).agg(F.max(REF).alias(REF))
-    rows = _join_keys(rows, new_refs, spec.keys)
+    rows = join_keys(rows, new_refs, spec.keys)
     released = F.lit(flush) | (F.col(EVT) < sat.sub(F.col(REF), spec.width))
     rows = rows.withColumn(
         ROUTE, F.when(~F.col(KEEP), "discard").when(released, "out").otherwise("held")

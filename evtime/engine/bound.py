@@ -153,7 +153,7 @@ def classify(
     keys = spec.keys
     df = df.withColumn(MARK, _marker(spec))
     if carried is not None:
-        df = adjust._join_keys(df, carried.select(*keys, BOUND, CTI_N, CTI_SEEN), keys)
+        df = adjust.join_keys(df, carried.select(*keys, BOUND, CTI_N, CTI_SEEN), keys)
         as_read = None  # (a join may have shuffled the rows)
     if spec.bounds == "rows":
         aspec = adjust.AdjustSpec(spec.unit or "nsec", spec.range or 0, keys)
@@ -546,7 +546,8 @@ def spans(w: DataFrame, spec: BoundSpec) -> DataFrame:
 # ---------------------------------------------------------------- discards and explain
 
 
-def _reason(spec: BoundSpec) -> Column:
+def late_reason(spec: BoundSpec) -> Column:
+    """Why a late row was discarded: its (e)vtime below the bound in force when it arrived."""
     what = "evtime" if spec.unit else "time"
     why = f" (reference time - {spec.range} {spec.unit})" if spec.unit else ""
     t0, before = present.iso(T0), present.iso(BEFORE)
@@ -595,7 +596,7 @@ def routed(cl: DataFrame, spec: BoundSpec, discard_columns: bool) -> DataFrame:
     df = cl.withColumn(ROUTE, route())
     if discard_columns:
         df = df.withColumns(
-            {"arrival": F.col(ARRIVAL), "reason": _reason(spec), "bound": F.col(BEFORE)}
+            {"arrival": F.col(ARRIVAL), "reason": late_reason(spec), "bound": F.col(BEFORE)}
         )
     return df
 
@@ -683,7 +684,7 @@ def explain(cl: DataFrame, w: DataFrame, spec: BoundSpec, sources: list[str]) ->
             # (a row whose last window is flushed at the end: released_by null, and words)
             "_x_reason": F.when(
                 F.col("_pos").isNotNull() & F.col("_rb").isNull(),
-                F.concat_ws("; ", _reason(spec), F.lit(present.HELD_TO_END)),
-            ).otherwise(_reason(spec)),
+                F.concat_ws("; ", late_reason(spec), F.lit(present.HELD_TO_END)),
+            ).otherwise(late_reason(spec)),
         }
     ).drop("_evt_last", "_rb", "_pos")

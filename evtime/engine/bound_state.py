@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from evtime.engine import present
-from evtime.engine.adjust import CARRIED, _join_keys
+from evtime.engine.adjust import CARRIED, join_keys
 from evtime.engine.bound import (
     AFTER,
     ARRIVAL,
@@ -41,9 +41,9 @@ from evtime.engine.bound import (
     MARK,
     WS,
     BoundSpec,
-    _reason,
     accepted,
     last_start,
+    late_reason,
     never_closes,
     window_end,
 )
@@ -84,7 +84,7 @@ def open_windows(rows: DataFrame, carried: DataFrame, spec: BoundSpec) -> tuple[
     """``rows`` with the key's bound before this run, and the condition that keeps only the
     windows that bound left open (for :func:`~evtime.engine.bound.windows`)."""
     b0 = carried.select(*spec.keys, F.col(BOUND).alias(_B0))
-    rows = _join_keys(rows, b0, spec.keys)
+    rows = join_keys(rows, b0, spec.keys)
     end = window_end(F.col(WS), spec, spec.close_after)  # (saturated: see bound)
     keep = F.col(_B0).isNull() | never_closes(F.col(WS), spec) | (end > F.col(_B0))
     return rows, keep
@@ -126,7 +126,7 @@ def routed(
 
     rows = cl if held is None else cl.unionByName(carried_rows(held), allowMissingColumns=True)
     final = state.select(*spec.keys, F.col(BOUND).alias(_BF))
-    rows = _join_keys(rows, final, spec.keys)
+    rows = join_keys(rows, final, spec.keys)
     last = last_start(spec)
     still_open = (
         F.lit(not flush)
@@ -148,7 +148,7 @@ def routed(
     rows = rows.withColumn(ROUTE, route).drop(_BF)
     if discard_columns:
         rows = rows.withColumns(
-            {"arrival": F.col(ARRIVAL), "reason": _reason(spec), "bound": F.col(BEFORE)}
+            {"arrival": F.col(ARRIVAL), "reason": late_reason(spec), "bound": F.col(BEFORE)}
         )
     if not flush:
         rows = rows.unionByName(state.withColumn(ROUTE, F.lit("state")), allowMissingColumns=True)

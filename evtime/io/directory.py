@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from evtime.errors import OutputError, UsageError
+from evtime.io.staging import fs_of
 
 MANIFEST = "_SUCCESS"
 TEMPORARY = "_temporary"  # (Spark's name; hidden from readers: it starts with '_')
@@ -116,12 +117,6 @@ def _url(path: str) -> str:
     return os.path.abspath(path)
 
 
-def _fs(url: str):
-    from fsspec.core import url_to_fs
-
-    return url_to_fs(url)
-
-
 def _local(fs) -> bool:
     return "file" in fs.protocol
 
@@ -138,7 +133,7 @@ def _listing(fs, root: str) -> list[str]:
 def check_creatable(path: str, opt: str) -> None:
     """Refuse before any work a local directory output whose parent is missing, or that
     is a file."""
-    fs, root = _fs(_url(path))
+    fs, root = fs_of(_url(path))
     if not _local(fs):
         return
     if os.path.exists(root) and not os.path.isdir(root):
@@ -151,7 +146,7 @@ def check_creatable(path: str, opt: str) -> None:
 def check(path: str, overwrite: bool) -> None:
     """Refuse a directory output that exists (its manifest is there) without --overwrite,
     or that holds files evtime did not write (a reader would read them with the parts)."""
-    fs, root = _fs(_url(path))
+    fs, root = fs_of(_url(path))
     try:
         if fs.isfile(root):
             raise OutputError(f"{path}: is a file, not a directory")
@@ -221,7 +216,7 @@ class Directory:
         from evtime.io.crash import crash_point
 
         check(self.path, self.overwrite)
-        fs, root = _fs(self.url)
+        fs, root = fs_of(self.url)
         local = _local(fs)
         try:
             names = _listing(fs, root)
@@ -230,7 +225,7 @@ class Directory:
             for n in names:  # an earlier run's parts, a killed run's
                 if PART_NAME.match(n):
                     fs.rm(f"{root}/{n}")
-            _, temp_root = _fs(f"{self.url}/{TEMPORARY}")
+            _, temp_root = fs_of(f"{self.url}/{TEMPORARY}")
             for n in _listing(fs, temp_root):
                 if n.startswith("evtime-") and n != f"evtime-{self.run}":
                     fs.rm(f"{temp_root}/{n}", recursive=True)
@@ -239,7 +234,7 @@ class Directory:
             parts = []
             for i, p in enumerate(order):
                 name = f"part-{i:0{width}d}.{self.ext}"
-                _, src = _fs(self.temp(p))
+                _, src = fs_of(self.temp(p))
                 try:
                     if local:
                         os.replace(src, f"{root}/{name}")
@@ -275,7 +270,7 @@ class Directory:
     def abandon(self) -> None:
         """Remove what the tasks wrote under the hidden name (after publishing, or when the
         run failed)."""
-        fs, temp = _fs(self.temporary)
+        fs, temp = fs_of(self.temporary)
         with contextlib.suppress(OSError):
             if fs.exists(temp):
                 fs.rm(temp, recursive=True)
@@ -311,7 +306,7 @@ class PartWriter:
 
     def __init__(self, d: Directory, sink, part: int):
         self.d, self.sink = d, sink
-        self.fs, self.path = _fs(d.temp(part))
+        self.fs, self.path = fs_of(d.temp(part))
         self.local = _local(self.fs)
         self.tmp = f"{self.path}.{uuid.uuid4().hex[:8]}" if self.local else self.path
         self.raw = self.out = self.pw = self.compressed = None

@@ -219,7 +219,7 @@ def configure(given: str | None, far: str | None, outputs: list[str | None]) -> 
     global _remote, _given
     _remote, _given = None, given
     given = given or os.environ.get("EVTIME_STAGING") or None
-    name = f"--staging {given}" if _given is not None else f"EVTIME_STAGING={given}"
+    name = _named_as(given)
     url = given if is_url(given) else None
     if url is None and given is None and far is not None:
         url = _beside(outputs)

@@ -120,12 +120,12 @@ class Sink:
 
 
 def output_format(path: str | None, forced: str | None, default: str = "csv") -> str:
-    if forced and not directory.is_directory(path):
+    if directory.is_directory(path):
+        return directory.directory_format(path, forced)
+    if forced:
         return forced
     if is_stream(path):  # (-, /dev/stdout, a FIFO)
         return default
-    if directory.is_directory(path):
-        return directory.directory_format(path, forced)
     try:
         fmt = format_of(path, None)
     except UsageError:
