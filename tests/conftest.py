@@ -39,7 +39,13 @@ def _reserved_port() -> socket.socket:
 # A Python worker imports this module again when a task's function comes from a test module
 # (which imports SAMPLES from here): it keeps the port it inherited.  (It used to pick a port
 # of its own: every later S3 request of that worker failed to connect.)
+# Under pytest-xdist each worker runs a moto server of its own: a worker does not keep the
+# port its controller chose (the variable below names the process that chose it).
 S3_PORT_VAR = "EVTIME_TEST_S3_PORT"
+_S3_OWNER_VAR, _ME = "EVTIME_TEST_S3_OWNER", os.environ.get("PYTEST_XDIST_WORKER", "")
+if os.environ.get(_S3_OWNER_VAR) != _ME:
+    os.environ.pop(S3_PORT_VAR, None)
+os.environ[_S3_OWNER_VAR] = _ME
 _S3_RESERVED = None if S3_PORT_VAR in os.environ else _reserved_port()
 S3_PORT = int(os.environ.get(S3_PORT_VAR) or _S3_RESERVED.getsockname()[1])
 os.environ[S3_PORT_VAR] = str(S3_PORT)
@@ -168,6 +174,23 @@ def pytest_collection_modifyitems(config, items):
         gone = set(map(id, dropped))
         items[:] = [i for i in items if id(i) not in gone]
         config.hook.pytest_deselected(items=dropped)
+    if config.pluginmanager.hasplugin("xdist"):
+        for item in items:
+            if _on_servers(item):
+                item.add_marker(pytest.mark.xdist_group("servers"))
+
+
+# Tests that start Spark Connect servers or standalone clusters run on one pytest-xdist
+# worker, one after another (`--dist loadgroup`): two servers would race for the default
+# port, and each brings JVMs enough to keep both cores busy.
+SERVER_FILES = ("test_server.py", "test_security.py", "test_cluster.py", "test_real_cluster.py")
+
+
+def _on_servers(item) -> bool:
+    spec = getattr(item, "callspec", None)
+    return item.path.name in SERVER_FILES or "connect" in item.nodeid or (
+        spec is not None and spec.params.get("where") in SAMPLED
+    )
 
 
 @pytest.fixture
