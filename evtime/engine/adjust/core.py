@@ -246,7 +246,7 @@ def explain(
 
 
 def in_place_groups(groups: Sequence[tuple[int, int | None]], file_rows) -> list[int]:
-    """The first ``_evt_seq`` of each group of rows :class:`ExplainInPlace` explains as one
+    """The first ``_evt_seq`` of each group of rows explained (or ordered) in place as one
     part: the Parquet row groups (``groups``: :attr:`AsRead.groups`), those of more than
     :data:`IN_PLACE_ROWS` rows in slices (Spark-written files often have row groups of
     128 MB; each slice is still read whole by one task)."""
@@ -254,7 +254,7 @@ def in_place_groups(groups: Sequence[tuple[int, int | None]], file_rows) -> list
 
 
 def suits_in_place(here: ArrivalsHere, arrivals: int, row_groups: int) -> bool:
-    """Whether the groups ``here`` found suit :class:`ExplainInPlace`: more than one row
+    """Whether the groups ``here`` found suit explaining in place: more than one row
     group (of ``row_groups``; else one task does it all), no group above
     :data:`IN_PLACE_ROWS` rows (each is held whole)."""
     starts = here.group_starts

@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from evtime.engine.adjust.core import (
+    ARRIVAL,
     EVT,
     AdjustSpec,
     early_carry,
@@ -403,3 +404,69 @@ def explain_plan(
         next_refs,
         next_arrivals,
     )
+
+
+def numbered_by_group(starts: np.ndarray, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with each row's part of arrivals: its row group (``starts``: their first
+    arrivals)."""
+    group = np.searchsorted(starts, values_of(batch.column(ARRIVAL)), "right") - 1
+    cols = dict(zip(batch.schema.names, batch.columns, strict=True))
+    cols[PART] = pa.array(group, pa.int64())
+    return pa.RecordBatch.from_pydict(cols)
+
+
+@dataclass(frozen=True)
+class FromPlan:
+    """The search's results for explain's step, found by each row group itself from
+    ``plan`` (:func:`explain_plan`): no search job, no files.  ``starts``: the row groups'
+    first arrivals."""
+
+    starts: np.ndarray = field(compare=False)
+    plan: ExplainPlan = field(compare=False)
+
+    READS = ()
+
+    def numbered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        return numbered_by_group(self.starts, batch)
+
+    def results(self, step, part: pa.Table) -> tuple[pa.Table, tuple]:
+        return part, ()
+
+    def searched(self, step, rows, evt, before, known, ref, results):
+        """Per row of a row group: the least arrival above it (-1: none), whether it is
+        kept and its output position, from the plan (``step``: the explainer)."""
+        from evtime.errors import EvtimeError, in_task
+
+        plan, width = self.plan, step.spec.width
+        group = rows.column(PART)[0].as_py()
+        last = len(self.starts) - 1
+        arrival = values_of(rows.column(ARRIVAL))
+        ref_before = np.where(known, before, NONE)
+        keep, low, high = near_edges(evt, ref_before, group, step.tops, plan.upto, width)
+        # released by: the first arrival whose reference time passes evtime + width
+        # (kept rows: none before them), here or among the next group's first rows
+        above = evt + width
+        at = np.searchsorted(ref, above, "right")
+        least = np.full(len(evt), -1, np.int64)
+        here = at < len(ref)
+        least[here] = arrival[at[here]]
+        if group < last:
+            refs, arrivals = plan.next_refs[group], plan.next_arrivals[group]
+            k = np.searchsorted(refs, above[~here], "right")
+            least[~here] = np.where(k < len(refs), arrivals[np.minimum(k, len(refs) - 1)], -1)
+        # output positions: the gap's rows by rank; the zones' from the plan
+        zoned = low | high
+        pos = np.zeros(len(evt), np.int64)
+        gap = np.flatnonzero(keep & ~zoned)
+        gap = gap[np.argsort(evt[gap], kind="stable")]
+        pos[gap] = plan.gap_before[group] + np.arange(1, len(gap) + 1)
+        mine, where = plan.zone_arrivals[group], plan.zone_positions[group]
+        if int(zoned.sum()) != len(mine) or not np.array_equal(arrival[zoned], mine):
+            raise in_task(
+                EvtimeError(
+                    f"internal error: row group {group} has {int(zoned.sum())} rows near "
+                    f"its edges, the pass over the times {len(mine)}"
+                )
+            )
+        pos[zoned] = where
+        return least, keep, pos

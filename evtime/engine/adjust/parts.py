@@ -1,10 +1,32 @@
-"""explain adjust without a prefix scan: the search in the output's parts, then each part of
-arrivals (or row group, in place) explained by a step the writer runs."""
+"""explain adjust without a prefix scan (:func:`explain_in_parts`).
+
+* The search of :func:`~evtime.engine.scan.kept_in_parts`, in the output's parts, gives
+  each row the least arrival above its evtime + range*unit: the row is kept when there is
+  none or it comes later (then it is the arrival that releases it), and the kept rows'
+  places in their part.  It reads only the keys, evtime and arrival numbers.  Each part's
+  kept rows are counted (:class:`CountedInPart`); the results go on, in the same job,
+  packed (:class:`ResultsInPart`), to the parts of arrivals, where the whole rows, read
+  again, meet them.  Those tasks start once every part is counted, and add the count of
+  the parts before to the places: the output positions.
+* The reference time is the running maximum of evtime over the key's arrivals: each part
+  of arrivals starts from a probe row (arrival 0) with the maximum of the parts before it
+  (a small aggregate), and the step takes the running maximum over the part.
+* Without keys, the arrival numbers, the search's carry and the reference times the parts
+  of arrivals start from come from one pass over the times read here
+  (:func:`~evtime.engine.scan.arrivals_here`), not from Spark jobs.
+* In place (the rows as Spark's Parquet reader reads them, each row group whole in one
+  task, no bad rows set aside), when that pass found more than one row group (those of
+  more than :data:`~evtime.engine.adjust.core.IN_PLACE_ROWS` rows in slices): the rows
+  are explained where they are read, neither shuffled nor sorted, with the search's
+  results from a plan of the rows near the groups' edges
+  (:class:`~evtime.engine.adjust.in_place.FromPlan`, no search job) or else from files the
+  search's own job left by row group (:class:`ResultsInFiles`, :class:`InFiles`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pyarrow as pa
@@ -93,58 +115,18 @@ def explain_in_parts(
     as_read: AsRead | None = None,
     early: EarlyExplain | None = None,
     in_place: bool = False,
-) -> tuple[DataFrame, ExplainInPart]:
-    """:func:`explain` without a prefix scan, for ``arrivals`` rows: returns them in
-    arrival order, as numbered parts with probe rows, and the step that makes each whole
-    part the explanation (:class:`ExplainInPart`; the writer runs it, or
-    :func:`~evtime.engine.scan.apply_in_parts`).  ``own``: the rows' own columns and the
-    names they are shown under (:func:`~evtime.engine.present.own_columns`); ``counts``: a
-    directory every Spark task and this process share (the writer's staging directory),
-    where the search leaves the kept rows per part of the output.
-
-    * The search of :func:`~evtime.engine.scan.kept_in_parts`, in the output's parts,
-      gives each row the least arrival above its evtime + range*unit: the row is kept when
-      there is none or it comes later (then it is the arrival that releases it), and the
-      kept rows' places in their part.  It reads only the keys, evtime and arrival
-      numbers.  Each part's kept rows are counted (:class:`CountedInPart`); the results
-      go on, in the same job, packed (:class:`ResultsInPart`), to the parts of arrivals,
-      where the whole rows, read again, meet them.  Those tasks start once every part is
-      counted, and add the count of the parts before to the places: the output
-      positions.
-    * The reference time is the running maximum of evtime over the key's arrivals: each
-      part of arrivals starts from a probe row (arrival 0) with the maximum of the parts
-      before it (a small aggregate), and the step takes the running maximum over the part.
-
-    ``as_read``: when it can read the times here (no keys), the arrival numbers, the
-    search's carry and the reference times the parts of arrivals start from come from one
-    pass over them (:func:`~evtime.engine.scan.arrivals_here`), not from Spark jobs;
-    ``early``: that pass and the carry, made already (:func:`early_explain`).
-
-    ``in_place``: ``df`` is the rows as Spark's Parquet reader reads them (each row group
-    whole in one task), every one an arrival (no bad rows set aside).  When that pass also
-    found the row groups (more than one; those of more than :data:`IN_PLACE_ROWS` rows
-    in slices), the search runs first, as a job of its own, and leaves its results in
-    ``counts`` by row group or slice (:class:`ResultsInFiles`); the rows are then
-    explained where they are read, group by group (:class:`ExplainInPlace`): the whole
-    rows are neither shuffled nor sorted.
-
-    Raises OverflowError when bounds or search values leave the int64 range."""
-    shown = dict(own)
-    keys = tuple(shown[k] for k in spec.keys)
-    here = carry = None
-    if as_read is not None and as_read.times is not None and not keys:
-        if early is not None and early.arrivals == arrivals:
-            here, carry = early.here, early.carry
-        else:
-            firsts = in_place_groups(as_read.groups, as_read.file_rows)
-            here = arrivals_here(as_read.times, spec.unit_ns, arrivals, firsts)
-    # (from here on rows are known by their arrival number: no SEQ through the shuffles)
-    rows = df.withColumn(ARRIVAL, here.numbers()) if here else arrival_numbers(df, ARRIVAL, as_read)
-    rows = rows.drop(CHUNK, SEQ).withColumn(EVT, evtime_of(spec))
-    rows = rows.withColumnsRenamed({c: s for c, s in own if c != s})
-    lims = limits or value_limits(rows, EVT)
-    if lims[0] is not None and lims[0] - spec.width < -(1 << 63):
-        raise OverflowError(f"{EVT} - {spec.width} leaves the int64 range")
+) -> tuple[DataFrame, Explainer]:
+    """:func:`explain` without a prefix scan, for ``arrivals`` rows (see the module): the
+    rows to write and the :class:`Explainer` the writer runs on each part.  ``own``: the
+    rows' own columns and their shown names; ``counts``: a directory the tasks and this
+    process share; ``as_read`` / ``early``: the times read here, and the pass over them
+    made already (:func:`early_explain`); ``in_place``: ``df`` is the rows as Spark's
+    Parquet reader reads them, every one an arrival.  Raises OverflowError when bounds
+    or search values leave the int64 range."""
+    keys = tuple(dict(own)[k] for k in spec.keys)
+    here, carry = _pass_here(spec, arrivals, as_read, early, keys)
+    rows = _by_arrival(df, spec, own, here, as_read)
+    lims = _limits(rows, spec, limits)
     if in_place and here is not None and lims[0] is not None:
         plan = early.plan if early is not None and early.here is here else None
         if plan is None and early is None:
@@ -162,12 +144,44 @@ def explain_in_parts(
         return _explained_in_place(
             rows.drop(EVT), parts, search, spec, sources, keys, counts, here, arrivals
         )
-    # the search's results, a few rows per part of the output: one per part of arrivals
-    # that has rows there, with their numbers packed (the rows themselves are not in the
-    # search, which then moves only the columns it reads)
-    last = max(arrivals, 1)
-    found = apply_in_parts(parts, ResultsInPart(CountedInPart(search, counts), last))
-    # parts of arrivals, each led by the reference time per key the parts before leave
+    step = Explainer(spec, tuple(sources), keys, arrivals, InParts(counts))
+    return _in_arrival_parts(rows, parts, search, step, here)
+
+
+def _pass_here(spec, arrivals: int, as_read, early, keys) -> tuple:
+    """The pass over the times read here (``early``'s, or made now) and the search's carry
+    it found (no keys, the times readable here; else None, None)."""
+    if as_read is None or as_read.times is None or keys:
+        return None, None
+    if early is not None and early.arrivals == arrivals:
+        return early.here, early.carry
+    firsts = in_place_groups(as_read.groups, as_read.file_rows)
+    return arrivals_here(as_read.times, spec.unit_ns, arrivals, firsts), None
+
+
+def _by_arrival(df: DataFrame, spec: AdjustSpec, own, here, as_read) -> DataFrame:
+    """The rows known by their arrival number (no SEQ through the shuffles), with their
+    evtime, their own columns under the names they are shown by."""
+    rows = df.withColumn(ARRIVAL, here.numbers()) if here else arrival_numbers(df, ARRIVAL, as_read)
+    rows = rows.drop(CHUNK, SEQ).withColumn(EVT, evtime_of(spec))
+    return rows.withColumnsRenamed({c: s for c, s in own if c != s})
+
+
+def _limits(rows: DataFrame, spec: AdjustSpec, limits) -> tuple:
+    """The evtimes' bounds (a job, when not known); OverflowError when a bound leaves int64."""
+    lims = limits or value_limits(rows, EVT)
+    if lims[0] is not None and lims[0] - spec.width < -(1 << 63):
+        raise OverflowError(f"{EVT} - {spec.width} leaves the int64 range")
+    return lims
+
+
+def _in_arrival_parts(rows, parts, search, step: Explainer, here) -> tuple[DataFrame, Explainer]:
+    """The search's results (a few rows per part of the output: one per part of arrivals
+    it has rows of, numbers packed) sent to the parts of arrivals, each led by the
+    reference time per key of the parts before it; ``step`` laid out over them."""
+    last = max(step.arrivals, 1)
+    counted = CountedInPart(search, step.source.counts)
+    found = apply_in_parts(parts, ResultsInPart(counted, last))
     in_arrivals = bucketer(1, last)(F.col(ARRIVAL))
     # (evtime is made again from the time where it is shown: one column less to move)
     whole = rows.drop(EVT).withColumn(PART, in_arrivals)
@@ -175,20 +189,23 @@ def explain_in_parts(
     if here:  # (given to the step, not added as probe rows)
         tops = tops_before(here.tops)
     else:
-        top = rows.groupBy(*keys, in_arrivals.alias(PART)).agg(F.max(EVT).alias("_top"))
-        carry = running(top, keys, PART, {EVT: ("max", "_top")}).where(F.col(EVT).isNotNull())
-        # (the carried reference time as a time: an evtime is its own evtime)
-        carry = carry.select(*keys, F.col(EVT).alias(T), PART, F.lit(0).cast("long").alias(ARRIVAL))
-        whole = whole.unionByName(carry, allowMissingColumns=True)
+        whole = whole.unionByName(_probes(rows, step.keys, in_arrivals), allowMissingColumns=True)
     found = found.withColumn(ARRIVAL, F.lit(0).cast("long"))
     rows = whole.unionByName(found, allowMissingColumns=True)
     # the parts of arrivals in runs, one per Spark partition, in order: each run can be
-    # added to the output as soon as its task is done (arrival numbers are dense: the
-    # runs are even)
+    # added to the output as soon as its task is done (arrival numbers are dense)
     n = int(rows.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     ranges = Ranges(n, bucket_number(1, last, last))
-    step = ExplainInPart(spec, tuple(sources), keys, counts, arrivals, ranges, tops)
+    step = replace(step, ranges=ranges, tops=tops)
     return in_ranges(rows, ranges).sortWithinPartitions(PART, ARRIVAL), step
+
+
+def _probes(rows: DataFrame, keys, in_arrivals) -> DataFrame:
+    """Per part of arrivals and key, a probe row (arrival 0) carrying the greatest evtime
+    of the parts before it as its time (an evtime is its own evtime)."""
+    top = rows.groupBy(*keys, in_arrivals.alias(PART)).agg(F.max(EVT).alias("_top"))
+    carry = running(top, keys, PART, {EVT: ("max", "_top")}).where(F.col(EVT).isNotNull())
+    return carry.select(*keys, F.col(EVT).alias(T), PART, F.lit(0).cast("long").alias(ARRIVAL))
 
 
 def _explained_in_place(
@@ -201,9 +218,9 @@ def _explained_in_place(
     counts: str,
     here: ArrivalsHere,
     arrivals: int,
-) -> tuple[DataFrame, ExplainInPart]:
+) -> tuple[DataFrame, Explainer]:
     """:func:`explain_in_parts` with ``in_place``: runs the search (one Spark job), returns
-    the rows as read and :class:`ExplainInPlace`."""
+    the rows as read and :class:`Explainer` reading the files (:class:`InFiles`)."""
     from evtime.engine import scan
     from evtime.errors import EvtimeError
     from evtime.io.writer import EachPart
@@ -212,15 +229,14 @@ def _explained_in_place(
     got = sum(r["rows"] for r in scan.collect_few(apply_in_parts(parts, step)))
     if got != arrivals:
         raise EvtimeError(f"internal error: the search found {got} of {arrivals} rows")
-    explain = ExplainInPlace(
+    explain = Explainer(
         spec,
         tuple(sources),
         keys,
-        counts,
         arrivals,
+        InFiles(counts, here.group_starts),
         EachPart(len(here.group_starts)),
         tops_before(here.group_tops),
-        here.group_starts,
     )
     return rows.withColumn(PART, F.lit(-1).cast("long")), explain
 
@@ -235,20 +251,19 @@ def _explain_plan(spec: AdjustSpec, as_read: AsRead, arrivals: int, here: Arriva
 
 def _explained_from_plan(
     rows, spec, sources, keys, arrivals, here, plan
-) -> tuple[DataFrame, ExplainInPart]:
-    """The rows as read and :class:`~ExplainedInPlace`."""
+) -> tuple[DataFrame, Explainer]:
+    """The rows as read and :class:`Explainer` from the plan
+    (:class:`~evtime.engine.adjust.in_place.FromPlan`)."""
     from evtime.io.writer import EachPart
 
-    step = ExplainedInPlace(
+    step = Explainer(
         spec,
         tuple(sources),
         keys,
-        "",
         arrivals,
+        in_place.FromPlan(here.group_starts, plan),
         EachPart(len(here.group_starts)),
         tops_before(here.group_tops),
-        here.group_starts,
-        plan,
     )
     return rows.withColumn(PART, F.lit(-1).cast("long")), step
 
@@ -385,29 +400,40 @@ _KEPT_BEFORE: dict[str, np.ndarray] = {}  # per counts directory, in a Python wo
 
 
 @dataclass(frozen=True)
-class ExplainInPart:
+class Explainer:
     """The last step of :func:`explain_in_parts`, in Arrow, on each whole part of arrivals
-    (sorted by arrival, probe rows first): the reference time per key as a running maximum,
-    the output positions (:func:`kept_before`), then every explain column (SPEC §5) and the
-    route (released rows ``out``, discarded ``discard``); the probe rows and the engine's
-    columns are left out.  ``tops``: without keys, per part of arrivals, the greatest
-    evtime of the parts before it (:func:`tops_before`), where the parts have no probe
-    rows for it."""
+    (sorted by arrival, probe rows first) or row group: the reference time per key as a
+    running maximum, the search's results from ``source`` (:class:`InParts`,
+    :class:`InFiles`, :class:`~evtime.engine.adjust.in_place.FromPlan`), then every explain
+    column (SPEC §5) and the route (released ``out``, discarded ``discard``); probe rows
+    and the engine's columns left out.  ``tops``: without keys, per part of arrivals, the
+    greatest evtime of the parts before it (:func:`tops_before`)."""
 
     spec: AdjustSpec
     sources: tuple[str, ...]
     keys: tuple[str, ...]  # the key columns, as the rows name them
-    counts: str
     arrivals: int
+    source: object  # where the search's results come from
     ranges: Ranges | None = None  # how its parts are laid out in Spark partitions
     tops: np.ndarray | None = field(default=None, compare=False)
 
-    READS = (T, FILE, ARRIVAL, BLOB)
+    READS = (T, FILE, ARRIVAL)
+
+    @property
+    def reads(self) -> tuple[str, ...]:
+        return (*self.READS, *self.source.READS)
 
     @property
     def columns(self) -> tuple[str, ...]:
         """The columns it reads (beside the ones it passes on)."""
-        return (*self.keys, *self.READS)
+        return (*self.keys, *self.reads)
+
+    def __getattr__(self, name: str):
+        # the writer numbers the parts with ``numbered`` when the source does (in place)
+        source = self.__dict__.get("source")
+        if name == "numbered" and hasattr(source, "numbered"):
+            return source.numbered
+        raise AttributeError(name)
 
     def schema(self, schema: StructType) -> StructType:
         """The Spark schema of the rows it yields, for rows of ``schema``."""
@@ -418,7 +444,7 @@ class ExplainInPart:
         made = {c: LongType() for c in (*present.EXPLAIN_COLUMNS, "ref")}
         made.update({c: StringType() for c in _TEXT_COLUMNS})
         made[ROUTE] = StringType()
-        gone = {*self.READS, *made}
+        gone = {*self.reads, *made}
         kept = [f for f in schema.fields if f.name not in gone]
         return StructType([*kept, *(StructField(c, t) for c, t in made.items())])
 
@@ -438,41 +464,9 @@ class ExplainInPart:
         found[order] = ~first
         return ref, found
 
-    def kept(self) -> np.ndarray:
-        """Per part of the output, the kept rows of the parts before it (:func:`kept_before`)."""
-        if self.counts not in _KEPT_BEFORE:  # (a worker lives on: only this run's)
-            _KEPT_BEFORE.clear()
-            _KEPT_BEFORE[self.counts] = kept_before(self.counts, self.arrivals)
-        return _KEPT_BEFORE[self.counts]
-
-    @staticmethod
-    def found(arrival: np.ndarray, results: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
-        """Per row of a part of arrivals (``arrival``: dense, ascending), from the search's
-        ``results`` (:func:`results_of`): the least arrival above it (-1: none), its place
-        among its output part's kept rows (0: not kept) and that part."""
-        from evtime.errors import OutputError, in_task
-
-        a, least, rank, vpart = results
-        at = a - (arrival[0] if len(arrival) else 0)
-        seen = np.zeros(len(arrival), bool)
-        if len(at) == len(arrival) and (not len(at) or 0 <= at.min() <= at.max() < len(at)):
-            seen[at] = True
-        if not seen.all():  # (every row is in exactly one part of the output)
-            raise in_task(
-                OutputError(
-                    f"internal error: {len(at)} search results for {len(arrival)} rows "
-                    f"from arrival {int(arrival[0]) if len(arrival) else None}"
-                )
-            )
-        out = [np.empty(len(at), np.int64) for _ in range(3)]
-        for o, v in zip(out, (least, rank, vpart), strict=True):
-            o[at] = v
-        return tuple(out)
-
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
-        packed = part.column(BLOB).is_valid()
-        results = results_of(part.filter(packed).column(BLOB).to_pylist())
-        yield from self.explained(part.filter(pc.invert(packed)), results)
+        rows, results = self.source.results(self, part)
+        yield from self.explained(rows, results)
 
     def explained(
         self, part: pa.Table, results: tuple[np.ndarray, ...]
@@ -517,9 +511,8 @@ class ExplainInPart:
         results: tuple[np.ndarray, ...],
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Per row of a part of arrivals: the least arrival above it (-1: none), whether it
-        is kept and its output position (kept rows), from the search's ``results``."""
-        least, rank, vpart = self.found(values_of(rows.column(ARRIVAL)), results)
-        return least, rank > 0, self.kept()[vpart] + rank
+        is kept and its output position (kept rows), from its source."""
+        return self.source.searched(self, rows, evt, before, known, ref, results)
 
     def made(
         self,
@@ -567,7 +560,7 @@ class ExplainInPart:
             "reason": reason,
             ROUTE: routes(~keep, ["out", "discard"]),
         }
-        rows = rows.drop_columns([c for c in rows.column_names if c in {*self.READS, *made}])
+        rows = rows.drop_columns([c for c in rows.column_names if c in {*self.reads, *made}])
         for name, col in made.items():
             rows = rows.append_column(name, col)
         yield from rows.to_batches()
@@ -589,7 +582,7 @@ def _results_of_group(counts: str, group: int) -> str:
 @dataclass(frozen=True)
 class ResultsInFiles:
     """:class:`ResultsInPart` for rows explained where they were read
-    (:class:`ExplainInPlace`): what each part of the output finds for the rows of each row
+    (:class:`InFiles`): what each part of the output finds for the rows of each row
     group goes to the file ``<counts>/res-<group>/<part>`` (the numbers of a
     :data:`BLOB`; written whole under another name, then renamed: a task run again writes
     the same numbers), and the part yields one row, its rows' count.  ``starts``: the
@@ -622,82 +615,89 @@ class ResultsInFiles:
         yield pa.RecordBatch.from_pydict({PART: [here], "rows": [rows]})
 
 
+def found(arrival: np.ndarray, results: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    """Per row of a part of arrivals (``arrival``: dense, ascending), from the search's
+    ``results`` (:func:`results_of`): the least arrival above it (-1: none), its place
+    among its output part's kept rows (0: not kept) and that part."""
+    from evtime.errors import OutputError, in_task
+
+    a, least, rank, vpart = results
+    at = a - (arrival[0] if len(arrival) else 0)
+    seen = np.zeros(len(arrival), bool)
+    if len(at) == len(arrival) and (not len(at) or 0 <= at.min() <= at.max() < len(at)):
+        seen[at] = True
+    if not seen.all():  # (every row is in exactly one part of the output)
+        raise in_task(
+            OutputError(
+                f"internal error: {len(at)} search results for {len(arrival)} rows "
+                f"from arrival {int(arrival[0]) if len(arrival) else None}"
+            )
+        )
+    out = [np.empty(len(at), np.int64) for _ in range(3)]
+    for o, v in zip(out, (least, rank, vpart), strict=True):
+        o[at] = v
+    return tuple(out)
+
+
+def kept_of(counts: str, arrivals: int) -> np.ndarray:
+    """Per part of the output, the kept rows of the parts before it (:func:`kept_before`),
+    read once per worker."""
+    if counts not in _KEPT_BEFORE:  # (a worker lives on: only this run's)
+        _KEPT_BEFORE.clear()
+        _KEPT_BEFORE[counts] = kept_before(counts, arrivals)
+    return _KEPT_BEFORE[counts]
+
+
+def searched_in_counts(counts: str, step: Explainer, rows: pa.Table, results) -> tuple:
+    """:meth:`Explainer.searched` from the search's ``results`` and the kept rows it
+    counted in ``counts``."""
+    least, rank, vpart = found(values_of(rows.column(ARRIVAL)), results)
+    return least, rank > 0, kept_of(counts, step.arrivals)[vpart] + rank
+
+
 @dataclass(frozen=True)
-class ExplainInPlace(ExplainInPart):
-    """:class:`ExplainInPart` on rows where they were read (Spark's Parquet reader: each
-    row group whole in one task, in order): each row group is a part of arrivals, numbered
-    in the writer (:meth:`numbered`), and takes the search's results from the files
-    :class:`ResultsInFiles` left.  ``starts``: the first arrival of every row group;
-    ``tops``: per row group, the greatest evtime before it (:func:`tops_before`)."""
+class InParts:
+    """The search's results sent with the rows (:class:`ResultsInPart`'s rows in each
+    part of arrivals), its kept rows counted in ``counts``."""
 
-    starts: np.ndarray = field(default=None, compare=False)
+    counts: str
 
-    READS = (T, FILE, ARRIVAL)
+    READS = (BLOB,)
+
+    def results(self, step: Explainer, part: pa.Table) -> tuple[pa.Table, tuple]:
+        packed = part.column(BLOB).is_valid()
+        results = results_of(part.filter(packed).column(BLOB).to_pylist())
+        return part.filter(pc.invert(packed)), results
+
+    def searched(self, step, rows, evt, before, known, ref, results):
+        return searched_in_counts(self.counts, step, rows, results)
+
+
+@dataclass(frozen=True)
+class InFiles:
+    """The search's results in the files :class:`ResultsInFiles` left in ``counts``, for
+    rows explained where they were read (each row group whole in one task): each row
+    group is a part of arrivals (``starts``: their first arrivals), numbered in the writer."""
+
+    counts: str
+    starts: np.ndarray = field(compare=False)
+
+    READS = ()
 
     def numbered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The batch with each row's part of arrivals: its row group."""
-        group = np.searchsorted(self.starts, values_of(batch.column(ARRIVAL)), "right") - 1
-        cols = dict(zip(batch.schema.names, batch.columns, strict=True))
-        cols[PART] = pa.array(group, pa.int64())
-        return pa.RecordBatch.from_pydict(cols)
+        return in_place.numbered_by_group(self.starts, batch)
 
-    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
+    def results(self, step: Explainer, part: pa.Table) -> tuple[pa.Table, tuple]:
         from evtime.io import staging
 
         group = part.column(PART)[0].as_py()
-        self.kept()  # (first: it says where the files are missing)
+        kept_of(self.counts, step.arrivals)  # (first: it says where the files are missing)
         where = _results_of_group(self.counts, group)
         blobs = []
         for name in staging.names(where):
             if "." not in name:  # (not a file being written)
                 blobs.append(staging.get(staging.join(where, name)))
-        yield from self.explained(part, results_of(blobs))
+        return part, results_of(blobs)
 
-
-@dataclass(frozen=True)
-class ExplainedInPlace(ExplainInPlace):
-    """:class:`ExplainInPlace` without the search's files: each row
-    group finds its own rows' releasing arrivals and output positions from ``plan``
-    (:func:`explain_plan`)."""
-
-    plan: in_place.ExplainPlan | None = field(default=None, compare=False)
-
-    def __call__(self, part: pa.Table):
-        yield from self.explained(part, ())
-
-    def searched(self, rows, evt, before, known, ref, results):
-        from evtime.errors import EvtimeError, in_task
-
-        plan, width = self.plan, self.spec.width
-        group = rows.column(PART)[0].as_py()
-        last = len(self.starts) - 1
-        arrival = values_of(rows.column(ARRIVAL))
-        ref_before = np.where(known, before, NONE)
-        keep, low, high = in_place.near_edges(evt, ref_before, group, self.tops, plan.upto, width)
-        # released by: the first arrival whose reference time passes evtime + width
-        # (kept rows: none before them), here or among the next group's first rows
-        above = evt + width
-        at = np.searchsorted(ref, above, "right")
-        least = np.full(len(evt), -1, np.int64)
-        here = at < len(ref)
-        least[here] = arrival[at[here]]
-        if group < last:
-            refs, arrivals = plan.next_refs[group], plan.next_arrivals[group]
-            k = np.searchsorted(refs, above[~here], "right")
-            least[~here] = np.where(k < len(refs), arrivals[np.minimum(k, len(refs) - 1)], -1)
-        # output positions: the gap's rows by rank; the zones' from the plan
-        zoned = low | high
-        pos = np.zeros(len(evt), np.int64)
-        gap = np.flatnonzero(keep & ~zoned)
-        gap = gap[np.argsort(evt[gap], kind="stable")]
-        pos[gap] = plan.gap_before[group] + np.arange(1, len(gap) + 1)
-        mine, where = plan.zone_arrivals[group], plan.zone_positions[group]
-        if int(zoned.sum()) != len(mine) or not np.array_equal(arrival[zoned], mine):
-            raise in_task(
-                EvtimeError(
-                    f"internal error: row group {group} has {int(zoned.sum())} rows near "
-                    f"its edges, the pass over the times {len(mine)}"
-                )
-            )
-        pos[zoned] = where
-        return least, keep, pos
+    def searched(self, step, rows, evt, before, known, ref, results):
+        return searched_in_counts(self.counts, step, rows, results)
