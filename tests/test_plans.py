@@ -399,15 +399,18 @@ def test_adjust_runs_the_path_it_chose(
     extra, name, shuffled, inputs, plans, run_cli, tmp_path, monkeypatch
 ):
     """The path evtime.engine.adjust.choose picks is the one that runs: in place, a scan
-    alone; with --discards, the prefix scan's shuffle."""
-    from evtime.engine.adjust import choose
+    alone whose zones are merged here; with --discards, the prefix scan's shuffle."""
+    from evtime.engine.adjust import choose, in_place
 
     chosen, real = [], choose.choose
     monkeypatch.setattr(choose, "choose", lambda *a: chosen.append(real(*a)) or chosen[-1])
+    zones, made = [], in_place.Zones.made
+    monkeypatch.setattr(in_place.Zones, "made", lambda *a: zones.append(a[1]) or made(*a))
     monkeypatch.chdir(tmp_path)
     args = ["adjust", "--unit", "msec", "--range", "3", inputs["one"], "-q", *extra]
     res = run_cli(*args, "-o", tmp_path / "out.csv")
     assert res.exit_code == 0, res.stderr
     assert [p.name for p in chosen] == [name]
+    assert bool(zones) == (name == "in place")  # (the zones merged here: in place alone)
     nodes = {n.strip() for p in plans for _, n, _ in _tree(p)}
     assert ("Exchange" in nodes) == shuffled, nodes
