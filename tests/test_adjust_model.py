@@ -189,7 +189,7 @@ def test_adjust_in_place_equals_model(
     than the range (checked here from the times, and that the path was taken)."""
     import json
 
-    from evtime.engine import adjust_in_place
+    from evtime.engine.adjust import in_place as adjust_in_place
 
     u = UNITS[unit]
     times = [BASE + ((i * 10 - late) * u + noise * u // 10) for i, (noise, late) in enumerate(data)]
@@ -234,7 +234,7 @@ def test_adjust_in_place_equals_model(
     assert f"read {len(times)}, released {len(released)}, discarded {n_disc}" in r.stderr
     # explain adjust: each row group explained where it is read, with no search job, when
     # the last group moves the reference time by more than the range too
-    from evtime.engine import explain_in_place
+    from evtime.engine.adjust import in_place as explain_in_place
 
     plans = []
     plan = explain_in_place.explain_plan

@@ -177,11 +177,12 @@ def test_architecture_names_only_code_that_exists():
     pkg = ROOT / "evtime"
     files = [p for p in pkg.glob("*/*.py") if p.stem != "__init__"]
     modules = {p.stem: p for p in files}  # (a name in two packages: checked by its path)
-    defined = {n for p in files for n in _names_in(p)}
+    nested = [p for p in pkg.glob("*/*/*.py") if p.stem != "__init__"]  # (by their path)
+    defined = {n for p in [*files, *nested] for n in _names_in(p)}
     checked, wrong = 0, []
     for ref in re.findall(r"`([^`\s]+(?:: \w+)?)`", text):
         ref = ref.removeprefix("evtime/")
-        path = re.fullmatch(r"(cli|engine|io)/(\w+)\.py(?:(?::\s*|:)(\w+))?", ref)
+        path = re.fullmatch(r"(cli|engine|io)/([\w/]+)\.py(?:(?::\s*|:)(\w+))?", ref)
         dotted = re.fullmatch(r"(?:(cli|engine|io)/)?(\w+)\.(\w+)", ref)
         if path:
             file = pkg / path[1] / f"{path[2]}.py"

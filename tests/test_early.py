@@ -13,9 +13,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from evtime.cli import run
-from evtime.engine import adjust_in_place
 from evtime.engine.adjust import EarlyExplain
-from evtime.engine.adjust_in_place import EarlyAdjust
+from evtime.engine.adjust import in_place as adjust_in_place
+from evtime.engine.adjust.in_place import EarlyAdjust
 from evtime.engine.scan import Carry
 
 BASE = 1_700_000_000_000_000_000
@@ -133,7 +133,7 @@ def test_adjust_makes_no_pass_over_the_times_the_footers_rule_out():
     import numpy as np
 
     from evtime.engine.adjust import AdjustSpec
-    from evtime.engine.adjust_in_place import early_adjust
+    from evtime.engine.adjust.in_place import early_adjust
     from evtime.io.reader import Footing
 
     passes = []

@@ -258,7 +258,7 @@ def test_explain_adjust_slices_big_row_groups(inputs, plans, run_cli, tmp_path, 
     where they are read too, each in slices of at most that many rows: the search's job,
     then the writer's, a scan alone; the same bytes as the rows shuffled into parts of
     arrivals.  Not a file of one row group, whose slices one task would read."""
-    from evtime.engine import adjust
+    from evtime.engine.adjust import core as adjust
 
     monkeypatch.setattr(adjust, "IN_PLACE_ROWS", 128)  # (the files: one group of 300 rows)
     out, again = tmp_path / "out.csv", tmp_path / "again.csv"
@@ -287,7 +287,7 @@ def test_adjust_orders_rows_where_they_are_read(fmt, inputs, plans, run_cli, tmp
     task orders its row group, and the rows within the range of a group's edge are merged
     here.  The same bytes as the rows shuffled into parts of the output; a range the row
     groups do not outgrow (999 ms) takes the shuffle."""
-    from evtime.engine import adjust_in_place
+    from evtime.engine.adjust import in_place as adjust_in_place
 
     fits = adjust_in_place.fits
     out, again = tmp_path / f"out.{fmt}", tmp_path / f"again.{fmt}"
@@ -315,7 +315,7 @@ def test_explain_adjust_needs_no_search_job_when_row_groups_outgrow_the_range(
     adjust runs one job, a scan alone: each row group is explained where it is read, from
     one pass over the times here (the rows near its edges, the next group's first rows).
     The same bytes as with the search's job first."""
-    from evtime.engine import explain_in_place
+    from evtime.engine.adjust import in_place as explain_in_place
 
     out, again = tmp_path / "out.csv", tmp_path / "again.csv"
     args = ["explain", "adjust", "--unit", "msec", "--range", "3", inputs["one"], "-q"]
@@ -389,3 +389,28 @@ def _merged_discards(arrival, inputs, monkeypatch, run_cli, tmp_path) -> dict:
         assert res.exit_code == 0, res.stderr
         got[mode] = pq.read_table(late).sort_by("arrival")
     return got
+
+
+@pytest.mark.parametrize(
+    "extra, name, shuffled",
+    [([], "in place", False), (["--discards", "late.csv"], "prefix scan", True)],
+)
+def test_adjust_runs_the_path_it_chose(
+    extra, name, shuffled, inputs, plans, run_cli, tmp_path, monkeypatch
+):
+    """The path evtime.engine.adjust.choose picks is the one that runs: in place, a scan
+    alone whose zones are merged here; with --discards, the prefix scan's shuffle."""
+    from evtime.engine.adjust import choose, in_place
+
+    chosen, real = [], choose.choose
+    monkeypatch.setattr(choose, "choose", lambda *a: chosen.append(real(*a)) or chosen[-1])
+    zones, made = [], in_place.Zones.made
+    monkeypatch.setattr(in_place.Zones, "made", lambda *a: zones.append(a[1]) or made(*a))
+    monkeypatch.chdir(tmp_path)
+    args = ["adjust", "--unit", "msec", "--range", "3", inputs["one"], "-q", *extra]
+    res = run_cli(*args, "-o", tmp_path / "out.csv")
+    assert res.exit_code == 0, res.stderr
+    assert [p.name for p in chosen] == [name]
+    assert bool(zones) == (name == "in place")  # (the zones merged here: in place alone)
+    nodes = {n.strip() for p in plans for _, n, _ in _tree(p)}
+    assert ("Exchange" in nodes) == shuffled, nodes

@@ -567,8 +567,8 @@ def test_search_results_go_to_their_parts_of_arrivals_whole(tmp_path):
         ARRIVAL,
         BLOB,
         CountedInPart,
-        ExplainInPart,
         ResultsInPart,
+        found,
         results_of,
     )
     from evtime.engine.scan import PROBE
@@ -591,17 +591,17 @@ def test_search_results_go_to_their_parts_of_arrivals_whole(tmp_path):
     # the rows of arrival parts 2 and 3 (arrivals 3 and 4), as one part of arrivals
     results = got.filter(pa.array([p in (2, 3) for p in got.column(PART).to_pylist()]))
     results = results_of(results.column(BLOB).to_pylist())
-    least, rank, vpart = ExplainInPart.found(np.array([3, 4]), results)
+    least, rank, vpart = found(np.array([3, 4]), results)
     # arrival 3 (50): kept (arrivals 1, 3 and 5), 2nd in value order, the probe's arrival 7
     # (99) the first above 65; arrival 4 (10): arrival 1 (40) is above 25 and earlier
     assert least.tolist() == [7, 1] and rank.tolist() == [2, 0] and vpart.tolist() == [5, 5]
     with pytest.raises(Exception, match="internal error: 2 search results for 3 rows"):
-        ExplainInPart.found(np.array([3, 4, 5]), results)
+        found(np.array([3, 4, 5]), results)
     assert BLOB in got.schema.names
 
 
 def test_search_results_by_row_group_go_to_files_read_where_the_rows_are(tmp_path):
-    """Explained where they are read (evtime.engine.adjust.ExplainInPlace), the rows of
+    """Explained where they are read (evtime.engine.adjust.parts.InFiles), the rows of
     each row group find the search's results for them in files, one per (row group, part
     of the output), left by the search's own job (ResultsInFiles); each row's row group
     is its part of arrivals, from its arrival number."""
@@ -612,7 +612,8 @@ def test_search_results_by_row_group_go_to_files_read_where_the_rows_are(tmp_pat
         BLOB,
         AdjustSpec,
         CountedInPart,
-        ExplainInPlace,
+        Explainer,
+        InFiles,
         ResultsInFiles,
         results_of,
     )
@@ -642,7 +643,7 @@ def test_search_results_by_row_group_go_to_files_read_where_the_rows_are(tmp_pat
         [0, 2],
         [5, 5],
     )  # (in the part's order)
-    step = ExplainInPlace(AdjustSpec("nsec", 15), ("f",), (), str(tmp_path), 6, starts=starts)
+    step = Explainer(AdjustSpec("nsec", 15), ("f",), (), 6, InFiles(str(tmp_path), starts))
     batch = pa.RecordBatch.from_pydict({ARRIVAL: [2, 3, 4, 5, 6], PART: [-1] * 5})
     assert step.numbered(batch).column(PART).to_pylist() == [0, 1, 1, 2, 2]
     assert BLOB not in step.columns

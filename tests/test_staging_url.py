@@ -86,7 +86,8 @@ def test_staging_on_s3_gives_the_bytes_of_local_staging(
 
 def _spy_in_place(monkeypatch) -> list:
     """What adjust's and explain's in-place plans gave (None: not taken), run after run."""
-    from evtime.engine import adjust_in_place, explain_in_place
+    from evtime.engine.adjust import in_place as adjust_in_place
+    from evtime.engine.adjust import in_place as explain_in_place
 
     taken = []
     for module, name in ((adjust_in_place, "ordered_in_place"), (explain_in_place, "explain_plan")):

@@ -60,10 +60,9 @@ def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
     started = time.monotonic()
     ses, inp = run.session_of(kw), run.inputs_of(kw)
     from evtime.engine import adjust as engine
-    from evtime.engine import adjust_in_place as in_place
+    from evtime.engine.adjust import choose, in_place
     from evtime.errors import UsageError
     from evtime.io.staging import shared_dir
-    from evtime.io.writer import ROUTE
     from evtime.units import truncated_range
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
@@ -86,54 +85,40 @@ def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
     # the reference time itself is needed only to say why a row was discarded, and by
     # --emit-bounds; without them the keep flag comes out of the output's own sort
     # (a small input read here is quicker with the prefix scan: fewer Spark jobs to plan)
-    in_order = not (kw["discards"] or kw["emit_bounds"])
     early = None
-    if in_order and not spec.keys:  # (row groups or the search's carry, while Spark starts)
+    if not (kw["discards"] or kw["emit_bounds"] or spec.keys):  # (while Spark starts)
         early = run.from_footers(lambda foot, _: in_place.early_adjust(spec, foot))
     spark, df, lay, files = run.start(inp, ses, meanwhile=early)
-    in_order = in_order and not run.in_driver()
     read = run.count_read(df, inp)  # on the checkpointed input, before any operator
     own = lay.schema.names
+    facts = choose.Facts(
+        in_driver=run.in_driver(),
+        rejected=inp.rejected is not None,  # (not every row an arrival, as read)
+        discards=bool(kw["discards"]),
+        emit_bounds=bool(kw["emit_bounds"]),
+    )
+    zones = lambda: shared.enter_context(shared_dir())  # noqa: E731 (only when taken)
     # the time range, when known (read here, or in the Parquet footers): no job to find it
     limits = truncated_range(inp.time_range, spec.unit_ns)
-    found, placed = inp.found_early, None
-    if in_order and inp.rejected is None:  # (every row an arrival, as read)
-        zones = lambda: shared.enter_context(shared_dir())  # noqa: E731 (only when taken)
-        placed = in_place.ordered_in_place(df, spec, read, inp.as_read, limits, zones, found)
-    if placed is not None:
-        classified, step = placed
-    elif in_order:
-        carry = found.carry if found is not None else None
-        classified, step = engine.classify_in_order(df, spec, limits, inp.as_read, carry)
-    else:
-        classified = engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
-        step = None
+    ctx = choose.Run(read, inp.as_read, limits, zones, inp.found_early, inp.one_chunk)
+    path = choose.choose(spec, facts, df, ctx)
+    classified, step = path.adjust(df)
     df, sinks = _sinks(classified, spec, own, kw, inp.as_read)
     out = sinks[0]
-    from pyspark.sql import functions as F
-
-    if step is None:
-        df = df.withColumn(ROUTE, F.when(F.col(engine.KEEP), "out").otherwise("discard"))
-    else:  # the keep flag is found as each part is written: the route with it
-        df = df.withColumn(ROUTE, F.lit(None).cast("string"))
-        step = step if placed is not None else run.Routed(step, _route)
+    df, reroute = path.routed(df, step)
+    if reroute:  # the keep flag is found as each part is written: the route with it
+        step = run.Routed(step, choose.route_of)
     if kw["emit_bounds"]:
-        df, out.columns = _with_bounds(df, spec, lay, kw, inp, out.columns)
+        marker = kw["bound_marker"]
+        df, out.columns = engine.with_bounds(
+            df, spec, lay, marker, inp.time_format, inp.tz, out.columns
+        )
         out.routes = ("out", "emit")
-    elif not in_order:
-        df = engine.order(df, limits)
+    else:
+        df = path.ordered(df)
     df = run.with_rejected(df, inp)
     counts = run.write_and_publish(df, sinks, lay, step)
     run.summary("adjust", ses, counts, started, read, kw["max_discards"])
-
-
-def _route(batch):
-    """A row's route from its keep flag (in Arrow, where the parts are written)."""
-    from evtime.engine.adjust import KEEP
-    from evtime.io.writer import routes
-
-    kept = batch.column(KEEP).to_numpy(zero_copy_only=False)
-    return routes(~kept, ["out", "discard"])
 
 
 def _stateful(kw, spec, ses, inp, started) -> None:
@@ -217,34 +202,3 @@ def _sinks(df, spec, own: list[str], kw: dict, as_read=None):
     df = engine.with_discard_columns(df, spec, as_read)
     late = run.discards_sink(kw["discards"], kw["overwrite"], own, copies=copies, command="adjust")
     return df, [out, late]
-
-
-def _with_bounds(df, spec, lay, kw, inp, columns):
-    """``adjust --emit-bounds``: the output rows plus bound rows (routed 'emit'), ordered
-    after the rows with the same (evtime, arrival)."""
-    from pyspark.sql import functions as F
-
-    from evtime.engine import adjust as engine
-    from evtime.engine.merge import bound_time_value
-    from evtime.engine.scan import sort_in_parts
-    from evtime.io.reader import SEQ
-    from evtime.io.writer import ROUTE
-
-    col, _, value = kw["bound_marker"].partition("=")
-    if col not in df.columns:
-        df = df.withColumn(col, F.lit(None).cast("string"))
-        columns = [*columns[:-1], col, columns[-1]]
-    types = dict(df.dtypes)
-    bounds = engine.emitted_bounds(df, spec).select(
-        *spec.keys,
-        SEQ,
-        engine.EVT,
-        bound_time_value(lay, inp.time_format, inp.tz)
-        .cast(types[lay.time_col])
-        .alias(lay.time_col),
-        F.lit(value).cast(types[col]).alias(col),
-        F.lit("emit").alias(ROUTE),
-        F.lit(1).alias("_evt_kind"),
-    )
-    rows = df.withColumn("_evt_kind", F.lit(0)).unionByName(bounds, allowMissingColumns=True)
-    return sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind"), columns

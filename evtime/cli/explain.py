@@ -173,44 +173,14 @@ def explain_adjust(**kw) -> None:
 
 def _adjust_frame(df, spec, inp, own, sources, read, limits, shared):
     """explain adjust's rows in arrival order, to write, and the step the writer runs on
-    each part (None: the rows are the explanation).  Read in Spark tasks, the search in the
-    output's parts and the reference time in the writer
-    (:func:`evtime.engine.adjust.explain_in_parts`, sharing a directory entered on the
-    ``shared`` ExitStack); read in the driver, the prefix scan (no Python workers)."""
-    from pyspark.sql import functions as F
-
-    from evtime.engine import adjust as engine
-    from evtime.engine import present
-    from evtime.engine.scan import sort_in_parts
+    each part (None: the rows are the explanation), by the path
+    :func:`evtime.engine.adjust.choose.choose_explain` picks (a directory the tasks share
+    entered on the ``shared`` ExitStack)."""
+    from evtime.engine.adjust import choose
     from evtime.io.staging import shared_dir
-    from evtime.io.writer import ROUTE
 
-    if not run.in_driver():
-        counted = shared.enter_context(shared_dir())  # (the kept rows per part)
-        with contextlib.suppress(OverflowError):  # (times and range beyond int64 ns)
-            good = read - run.rejected_count(inp)  # (arrivals 1..good: bad rows have none)
-            frame, step = engine.explain_in_parts(
-                df,
-                spec,
-                sources,
-                own,
-                good,
-                counted,
-                limits,
-                inp.as_read,
-                inp.found_early,
-                in_place=inp.rejected is None,
-            )
-            if inp.rejected is not None:  # the bad rows bring their explain columns: here
-                made = step.schema(frame.schema).fields  # they are null, made by the step
-                nulls = {f.name: F.lit(None).cast(f.dataType) for f in made}
-                frame = frame.withColumns(
-                    {c: v for c, v in nulls.items() if c not in frame.columns}
-                )
-            return frame, step
-    cl = engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
-    frame = present.explain_frame(engine.explain(cl, spec, sources, limits), ("ref",), own)
-    frame = frame.withColumn(
-        ROUTE, F.when(F.col("decision") == present.DISCARDED, "discard").otherwise("out")
-    )
-    return sort_in_parts(frame, "arrival", limits=(1, max(read, 1))), None  # arrivals: 1..read
+    facts = choose.Facts(in_driver=run.in_driver(), rejected=inp.rejected is not None)
+    counted = lambda: shared.enter_context(shared_dir())  # noqa: E731 (the kept rows per part)
+    ctx = choose.Run(read, inp.as_read, limits, counted, inp.found_early, inp.one_chunk)
+    good = lambda: read - run.rejected_count(inp)  # noqa: E731 (arrivals 1..good: bad rows have none)
+    return choose.choose_explain(spec, facts, ctx, sources, own, good).explain(df)

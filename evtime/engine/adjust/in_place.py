@@ -1,7 +1,7 @@
 """adjust's rows put in time order where they are read: no shuffle, no sort in Spark.
 
 Without keys, the reference time before a Parquet row group (or slice, see
-:func:`~evtime.engine.adjust._in_place_groups`) is the greatest evtime of the groups before
+:func:`~evtime.engine.adjust.in_place_groups`) is the greatest evtime of the groups before
 it, ``B[g]``, known from one pass over the times read here; the running maximum inside
 the group is the task's own.  Every row group's kept rows have evtime in
 ``[B[g] - width, B[g + 1]]``, so the output, in (evtime, arrival) order, is cut on the
@@ -36,17 +36,18 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from evtime.engine.adjust import (
+from evtime.engine.adjust.core import (
+    ARRIVAL,
     EVT,
     AdjustSpec,
-    _evtime,
-    _in_place,
-    _in_place_groups,
     early_carry,
+    evtime_of,
+    in_place_groups,
+    suits_in_place,
     tops_before,
 )
 from evtime.engine.running import NONE, values_of
-from evtime.engine.scan import ArrivalsHere, AsRead, Carry, arrival_of, arrivals_here
+from evtime.engine.scan import ArrivalsHere, AsRead, Carry, Times, arrival_of, arrivals_here
 from evtime.io.reader import PART, SEQ
 from evtime.io.writer import EachPart
 
@@ -56,10 +57,10 @@ ROUTES = ["out", "discard"]  # the routes this step gives (by number)
 def fits(here: ArrivalsHere | None, arrivals: int, row_groups: int, width: int) -> bool:
     """Whether ``here`` (:func:`~evtime.engine.scan.arrivals_here` with the groups) suits
     :class:`OrderedInPlace`: the groups suit explain's in-place path (more than one row
-    group, none above :data:`~evtime.engine.adjust.IN_PLACE_ROWS` rows), every one has a
+    group, none above :data:`~evtime.engine.adjust.core.IN_PLACE_ROWS` rows), every one has a
     time, and each after the first but the last moves the reference time by more than
     ``width`` (the zones between gaps are then apart, each of two groups' rows)."""
-    if here is None or not _in_place(here, arrivals, row_groups):
+    if here is None or not suits_in_place(here, arrivals, row_groups):
         return False
     tops = here.group_tops
     if (tops == NONE).any():
@@ -130,7 +131,7 @@ def ordered_in_place(
     if early is not None and early.arrivals == arrivals:
         here = early.here  # (None: they did not fit)
     else:
-        firsts = _in_place_groups(as_read.groups, as_read.file_rows)
+        firsts = in_place_groups(as_read.groups, as_read.file_rows)
         here = arrivals_here(as_read.times, spec.unit_ns, arrivals, firsts)
     if not fits(here, arrivals, len(as_read.groups), spec.width):
         return None
@@ -143,7 +144,7 @@ def ordered_in_place(
         tops_before(tops),
         np.maximum.accumulate(tops),
     )
-    rows = df.withColumns({EVT: _evtime(spec), PART: F.lit(-1).cast("long")})
+    rows = df.withColumns({EVT: evtime_of(spec), PART: F.lit(-1).cast("long")})
     return rows, step
 
 
@@ -152,7 +153,7 @@ class EarlyAdjust:
     """What adjust (no keys) takes from one pass over the times read here, found while
     Spark starts: the groups for :func:`ordered_in_place` (``here``, when they fit) or
     else the search's carry for the shuffled path
-    (:func:`~evtime.engine.adjust.early_carry`)."""
+    (:func:`~evtime.engine.adjust.core.early_carry`)."""
 
     arrivals: int
     here: ArrivalsHere | None
@@ -166,7 +167,7 @@ def early_adjust(spec: AdjustSpec, known) -> EarlyAdjust | None:
         return None
     groups = known.groups or ()
     if len(groups) >= 2 and may_fit(groups, spec.unit_ns, spec.width):
-        firsts = _in_place_groups(groups, known.file_rows)
+        firsts = in_place_groups(groups, known.file_rows)
         here = arrivals_here(known.times, spec.unit_ns, known.good, firsts)
         if fits(here, known.good, len(groups), spec.width):
             return EarlyAdjust(known.good, here, None)
@@ -305,3 +306,167 @@ class OrderedInPlace:
         with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, rows.schema) as out:
             out.write_table(rows)
         os.replace(tmp, path)
+
+
+MOST_HERE = 1 << 18  # the most zone and next-group rows the pass keeps (else: the search job)
+TOP = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class ExplainPlan:
+    """What :func:`explain_plan` found, per row group ``g``: ``gap_before``, the output
+    position before the gap's first row; ``zone_arrivals`` / ``zone_positions``, its rows
+    in zones (by arrival) and their output positions; ``next_refs`` / ``next_arrivals``:
+    the first rows of group ``g + 1`` whose reference time before them is at most
+    ``A[g] + width``, their reference time after them (ascending) and arrival."""
+
+    upto: np.ndarray = field(compare=False)
+    gap_before: np.ndarray = field(compare=False)
+    zone_arrivals: list[np.ndarray] = field(compare=False)
+    zone_positions: list[np.ndarray] = field(compare=False)
+    next_refs: list[np.ndarray] = field(compare=False)
+    next_arrivals: list[np.ndarray] = field(compare=False)
+
+
+def _split(group: np.ndarray, groups: int, *arrays: np.ndarray) -> list[list[np.ndarray]]:
+    """``arrays`` (rows sorted by ``group``, then arrival) cut per group 0..groups-1."""
+    cuts = np.searchsorted(group, np.arange(groups + 1), "left")
+    return [[a[cuts[g] : cuts[g + 1]] for g in range(groups)] for a in arrays]
+
+
+def explain_plan(
+    times: Times, unit: int, width: int, arrivals: int, here: ArrivalsHere, hi: int
+) -> ExplainPlan | None:
+    """The :class:`ExplainPlan` of ``arrivals`` rows from a second pass over their times
+    (``here``: the first's, with the row groups, which fit (see
+    :func:`~evtime.engine.adjust.in_place.fits`); ``hi``: the greatest evtime).  None when
+    the rows it keeps would pass :data:`MOST_HERE`, a time is null, bounds leave int64, or
+    the last group does not move the reference time by more than ``width``."""
+    starts, tops = here.group_starts, here.group_tops
+    groups = len(starts)
+    before, upto = tops_before(tops), np.maximum.accumulate(tops)
+    if hi + width + 1 > TOP or int(upto[-1]) - int(upto[-2]) <= width:
+        return None
+    kept = np.zeros(groups, np.int64)
+    zone: list[tuple[np.ndarray, ...]] = []  # (zone, evtime, arrival, group)
+    nxt: list[tuple[np.ndarray, ...]] = []  # (group before, ref after, arrival)
+    held, carry, n = 0, NONE, 0
+    for _, t in times():
+        if not len(t):
+            continue
+        if (t == NONE).any():
+            return None
+        evt = t - np.mod(t, unit) if unit > 1 else t
+        arrival = np.arange(n + 1, n + len(t) + 1, dtype=np.int64)
+        g = np.searchsorted(starts, arrival, "right") - 1
+        ref = np.maximum(np.maximum.accumulate(evt), carry)  # (after each row)
+        ref_before = np.r_[carry, ref[:-1]]
+        keep, low, high = near_edges(evt, ref_before, g, before, upto, width)
+        kept += np.bincount(g[keep], minlength=groups)
+        first = (g >= 1) & (ref_before <= upto[np.maximum(g - 1, 0)] + width)
+        for rows, to in ((low, g), (high, g + 1)):
+            if rows.any():
+                zone.append((to[rows], evt[rows], arrival[rows], g[rows]))
+        if first.any():
+            nxt.append((g[first] - 1, ref[first], arrival[first]))
+        held += int(low.sum() + high.sum() + first.sum())
+        if held > MOST_HERE:
+            return None
+        carry, n = ref[-1], n + len(t)
+    if n != arrivals:
+        return None
+    # zone rows by (zone, evtime, arrival): their positions
+    if zone:
+        to, evt, arrival, g = (np.concatenate(c) for c in zip(*zone, strict=True))
+    else:
+        to = evt = arrival = g = np.zeros(0, np.int64)
+    order = np.lexsort((arrival, evt, to))
+    to, arrival, g = to[order], arrival[order], g[order]
+    kept_before = np.r_[0, np.cumsum(kept)]
+    low_of = np.bincount(g[to == g], minlength=groups)  # per group: its rows in its own zone
+    high_of = np.bincount(g[to != g], minlength=groups)  # in the next group's zone
+    zone_start = kept_before[:groups] - np.r_[0, high_of[:-1]]  # (zone k: before gap k)
+    rank = np.arange(len(to)) - np.searchsorted(to, to, "left") + 1
+    position = zone_start[to] + rank
+    # per group, its zone rows by arrival
+    order = np.lexsort((arrival, g))
+    zone_arrivals, zone_positions = _split(g[order], groups, arrival[order], position[order])
+    if nxt:
+        of, refs, arrivals_next = (np.concatenate(c) for c in zip(*nxt, strict=True))
+    else:
+        of = refs = arrivals_next = np.zeros(0, np.int64)
+    next_refs, next_arrivals = _split(of, groups, refs, arrivals_next)
+    return ExplainPlan(
+        upto,
+        kept_before[:groups] + low_of,
+        zone_arrivals,
+        zone_positions,
+        next_refs,
+        next_arrivals,
+    )
+
+
+def numbered_by_group(starts: np.ndarray, batch: pa.RecordBatch) -> pa.RecordBatch:
+    """The batch with each row's part of arrivals: its row group (``starts``: their first
+    arrivals)."""
+    group = np.searchsorted(starts, values_of(batch.column(ARRIVAL)), "right") - 1
+    cols = dict(zip(batch.schema.names, batch.columns, strict=True))
+    cols[PART] = pa.array(group, pa.int64())
+    return pa.RecordBatch.from_pydict(cols)
+
+
+@dataclass(frozen=True)
+class FromPlan:
+    """The search's results for explain's step, found by each row group itself from
+    ``plan`` (:func:`explain_plan`): no search job, no files.  ``starts``: the row groups'
+    first arrivals."""
+
+    starts: np.ndarray = field(compare=False)
+    plan: ExplainPlan = field(compare=False)
+
+    READS = ()
+
+    def numbered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        return numbered_by_group(self.starts, batch)
+
+    def results(self, step, part: pa.Table) -> tuple[pa.Table, tuple]:
+        return part, ()
+
+    def searched(self, step, rows, evt, before, known, ref, results):
+        """Per row of a row group: the least arrival above it (-1: none), whether it is
+        kept and its output position, from the plan (``step``: the explainer)."""
+        from evtime.errors import EvtimeError, in_task
+
+        plan, width = self.plan, step.spec.width
+        group = rows.column(PART)[0].as_py()
+        last = len(self.starts) - 1
+        arrival = values_of(rows.column(ARRIVAL))
+        ref_before = np.where(known, before, NONE)
+        keep, low, high = near_edges(evt, ref_before, group, step.tops, plan.upto, width)
+        # released by: the first arrival whose reference time passes evtime + width
+        # (kept rows: none before them), here or among the next group's first rows
+        above = evt + width
+        at = np.searchsorted(ref, above, "right")
+        least = np.full(len(evt), -1, np.int64)
+        here = at < len(ref)
+        least[here] = arrival[at[here]]
+        if group < last:
+            refs, arrivals = plan.next_refs[group], plan.next_arrivals[group]
+            k = np.searchsorted(refs, above[~here], "right")
+            least[~here] = np.where(k < len(refs), arrivals[np.minimum(k, len(refs) - 1)], -1)
+        # output positions: the gap's rows by rank; the zones' from the plan
+        zoned = low | high
+        pos = np.zeros(len(evt), np.int64)
+        gap = np.flatnonzero(keep & ~zoned)
+        gap = gap[np.argsort(evt[gap], kind="stable")]
+        pos[gap] = plan.gap_before[group] + np.arange(1, len(gap) + 1)
+        mine, where = plan.zone_arrivals[group], plan.zone_positions[group]
+        if int(zoned.sum()) != len(mine) or not np.array_equal(arrival[zoned], mine):
+            raise in_task(
+                EvtimeError(
+                    f"internal error: row group {group} has {int(zoned.sum())} rows near "
+                    f"its edges, the pass over the times {len(mine)}"
+                )
+            )
+        pos[zoned] = where
+        return least, keep, pos

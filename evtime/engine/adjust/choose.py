@@ -1,0 +1,204 @@
+"""Which path adjust and explain adjust take: the conditions in one place, in order.
+
+adjust (:func:`choose`), the first that holds:
+
+1. ``--state``: the prefix scan, then :func:`~evtime.engine.adjust.core.carry_on` (the
+   state run calls it; not chosen here).
+2. :class:`InPlace`: in order (below), no bad rows set aside, and
+   :func:`~evtime.engine.adjust.in_place.ordered_in_place` finds the row groups fit.
+3. :class:`InOrder`: no ``--discards``, no ``--emit-bounds``, not read in this process.
+4. :class:`PrefixScan`: everything else.
+
+explain adjust (:func:`choose_explain`): read in this process, :class:`ExplainHere` (the
+prefix scan); else :class:`ExplainInParts` (from the plan, in place, or in parts: see
+:func:`~evtime.engine.adjust.parts.explain_in_parts`), the prefix scan when its bounds
+leave int64.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from evtime.engine import present
+from evtime.engine.adjust import core, in_place, parts
+from evtime.engine.scan import AsRead, sort_in_parts
+from evtime.io.writer import ROUTE, routes
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What the choice needs to know of a run, before any Spark job."""
+
+    in_driver: bool = False  # read in this process (the rows handed to Spark as Arrow)
+    rejected: bool = False  # bad rows set aside (--bad-rows discard): not every row arrives
+    discards: bool = False  # --discards asked
+    emit_bounds: bool = False  # --emit-bounds asked
+    state: bool = False  # --state DIR
+
+    @property
+    def in_order(self) -> bool:
+        """Only the keep flag is needed (not the reference time), in Spark tasks."""
+        return not (self.discards or self.emit_bounds or self.in_driver)
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a path reads: the rows read (``arrivals``), the input as read, the evtimes'
+    bounds when known, the shared directory (made when called), what was found while
+    Spark started, and whether every row has the same chunk."""
+
+    arrivals: int = 0
+    as_read: AsRead | None = None
+    limits: tuple[int, int] | None = None
+    where: Callable[[], str] = str
+    early: object = None
+    one_chunk: bool = False
+
+
+def route_of(batch: pa.RecordBatch) -> pa.Array:
+    """A row's route from its keep flag (in Arrow, where the parts are written)."""
+    kept = batch.column(core.KEEP).to_numpy(zero_copy_only=False)
+    return routes(~kept, ["out", "discard"])
+
+
+@dataclass(frozen=True)
+class PrefixScan:
+    """:func:`~evtime.engine.adjust.core.classify`, routed by the keep flag, then
+    :func:`~evtime.engine.adjust.core.order`."""
+
+    spec: core.AdjustSpec
+    run: Run
+    name = "prefix scan"
+
+    def adjust(self, df: DataFrame) -> tuple[DataFrame, object]:
+        cl = core.classify(df, self.spec, one_chunk=self.run.one_chunk, as_read=self.run.as_read)
+        return cl, None
+
+    def routed(self, df: DataFrame, step: object) -> tuple[DataFrame, bool]:
+        """``df`` with its route column, and whether ``step`` must route the rows
+        (:func:`route_of`) as it finds their keep flag."""
+        if step is None:
+            return df.withColumn(ROUTE, F.when(F.col(core.KEEP), "out").otherwise("discard")), False
+        return df.withColumn(ROUTE, F.lit(None).cast("string")), not isinstance(self, InPlace)
+
+    def ordered(self, df: DataFrame) -> DataFrame:
+        return core.order(df, self.run.limits)
+
+
+@dataclass(frozen=True)
+class InOrder(PrefixScan):
+    """:func:`~evtime.engine.adjust.core.classify_in_order`: the keep flag found as each
+    part of the output is written (the step, routed by :func:`route_of`)."""
+
+    name = "in order"
+
+    def adjust(self, df: DataFrame) -> tuple[DataFrame, object]:
+        run, found = self.run, self.run.early
+        carry = found.carry if found is not None else None
+        return core.classify_in_order(df, self.spec, run.limits, run.as_read, carry)
+
+    def ordered(self, df: DataFrame) -> DataFrame:
+        return df
+
+
+@dataclass(frozen=True)
+class InPlace(InOrder):
+    """:func:`~evtime.engine.adjust.in_place.ordered_in_place`: its rows and step, made
+    when chosen (``placed``)."""
+
+    placed: tuple = ()
+    name = "in place"
+
+    def adjust(self, df: DataFrame) -> tuple[DataFrame, object]:
+        return self.placed
+
+
+def choose(spec: core.AdjustSpec, facts: Facts, df: DataFrame, run: Run) -> PrefixScan:
+    """adjust's path for ``df`` (the rows as read), by the table of this module."""
+    if facts.state:
+        return PrefixScan(spec, run)  # (then carry_on, in the state run)
+    if facts.in_order and not facts.rejected:
+        placed = in_place.ordered_in_place(
+            df, spec, run.arrivals, run.as_read, run.limits, run.where, run.early
+        )
+        if placed is not None:
+            return InPlace(spec, run, placed)
+    if facts.in_order:
+        return InOrder(spec, run)
+    return PrefixScan(spec, run)
+
+
+@dataclass(frozen=True)
+class ExplainHere:
+    """explain adjust read in this process: the prefix scan, then
+    :func:`~evtime.engine.adjust.core.explain` (no Python workers)."""
+
+    spec: core.AdjustSpec
+    run: Run
+    sources: Sequence[str]
+    own: Sequence[tuple[str, str]]
+    name = "prefix scan"
+
+    def explain(self, df: DataFrame) -> tuple[DataFrame, object]:
+        spec, run = self.spec, self.run
+        cl = core.classify(df, spec, one_chunk=run.one_chunk, as_read=run.as_read)
+        frame = core.explain(cl, spec, list(self.sources), run.limits)
+        frame = present.explain_frame(frame, ("ref",), self.own)
+        discarded = F.col("decision") == present.DISCARDED
+        frame = frame.withColumn(ROUTE, F.when(discarded, "discard").otherwise("out"))
+        last = max(run.arrivals, 1)  # (arrivals: 1..read)
+        return sort_in_parts(frame, "arrival", limits=(1, last)), None
+
+
+@dataclass(frozen=True)
+class ExplainInParts(ExplainHere):
+    """:func:`~evtime.engine.adjust.parts.explain_in_parts` for ``good`` arrivals (the
+    prefix scan when bounds leave int64); with bad rows set aside, the explain columns
+    the step makes are added to the rows as nulls (the bad rows bring their own)."""
+
+    good: Callable[[], int] = int
+    rejected: bool = False
+    name = "in parts"
+
+    def explain(self, df: DataFrame) -> tuple[DataFrame, object]:
+        spec, run = self.spec, self.run
+        try:
+            frame, step = parts.explain_in_parts(
+                df,
+                spec,
+                self.sources,
+                self.own,
+                self.good(),
+                run.where(),
+                run.limits,
+                run.as_read,
+                run.early,
+                in_place=not self.rejected,
+            )
+        except OverflowError:  # (times and range beyond int64 ns)
+            return super().explain(df)
+        if self.rejected:  # (null here: made by the step)
+            made = step.schema(frame.schema).fields
+            nulls = {f.name: F.lit(None).cast(f.dataType) for f in made}
+            frame = frame.withColumns({c: v for c, v in nulls.items() if c not in frame.columns})
+        return frame, step
+
+
+def choose_explain(
+    spec: core.AdjustSpec,
+    facts: Facts,
+    run: Run,
+    sources: Sequence[str],
+    own: Sequence[tuple[str, str]],
+    good: Callable[[], int],
+) -> ExplainHere:
+    """explain adjust's path, by the table of this module (``good()``: the arrivals, the
+    rows read but the bad ones set aside, asked only in parts)."""
+    if facts.in_driver:
+        return ExplainHere(spec, run, sources, own)
+    return ExplainInParts(spec, run, sources, own, good, facts.rejected)

@@ -1,0 +1,49 @@
+"""adjust's and explain adjust's choice of path (evtime.engine.adjust.choose): each
+condition of the table picks the path it names, in order."""
+
+from __future__ import annotations
+
+import pytest
+
+from evtime.engine.adjust import AdjustSpec, choose, in_place
+
+SPEC = AdjustSpec("msec", 3)
+PLACED = ("rows", "step")
+
+
+@pytest.fixture
+def fits(monkeypatch):
+    """ordered_in_place says the row groups fit (its rows and step: PLACED)."""
+    asked = []
+    monkeypatch.setattr(in_place, "ordered_in_place", lambda *a: asked.append(a) or PLACED)
+    return asked
+
+
+@pytest.mark.parametrize(
+    "facts, name",
+    [
+        (choose.Facts(state=True), "prefix scan"),  # (1. --state: then carry_on)
+        (choose.Facts(), "in place"),  # 2.
+        (choose.Facts(rejected=True), "in order"),  # 3. (bad rows: not in place)
+        (choose.Facts(discards=True), "prefix scan"),  # 4.
+        (choose.Facts(emit_bounds=True), "prefix scan"),
+        (choose.Facts(in_driver=True), "prefix scan"),
+    ],
+)
+def test_each_condition_picks_its_adjust_path(facts, name, fits):
+    path = choose.choose(SPEC, facts, "df", choose.Run())
+    assert path.name == name
+    assert bool(fits) == (name == "in place")  # (asked only where it may be taken)
+    if name == "in place":
+        assert path.adjust("df") == PLACED
+
+
+def test_rows_that_do_not_fit_go_in_order(monkeypatch):
+    monkeypatch.setattr(in_place, "ordered_in_place", lambda *a: None)
+    assert choose.choose(SPEC, choose.Facts(), "df", choose.Run()).name == "in order"
+
+
+@pytest.mark.parametrize("in_driver, name", [(True, "prefix scan"), (False, "in parts")])
+def test_explain_adjust_path(in_driver, name):
+    facts = choose.Facts(in_driver=in_driver)
+    assert choose.choose_explain(SPEC, facts, choose.Run(), (), (), int).name == name
