@@ -188,8 +188,10 @@ SERVER_FILES = ("test_server.py", "test_security.py", "test_cluster.py", "test_r
 
 def _on_servers(item) -> bool:
     spec = getattr(item, "callspec", None)
-    return item.path.name in SERVER_FILES or "connect" in item.nodeid or (
-        spec is not None and spec.params.get("where") in SAMPLED
+    return (
+        item.path.name in SERVER_FILES
+        or "connect" in item.nodeid
+        or (spec is not None and spec.params.get("where") in SAMPLED)
     )
 
 
