@@ -2,9 +2,9 @@
 
 Starting Spark's driver JVM is mostly loading and verifying about 10,000 classes from
 Spark's jars.  Java can map them from a class-data archive instead
-(``-XX:SharedArchiveFile``): measured here, an empty session plus a trivial job went from
-9.7 s to 4.5 s (bench/RESULTS.md).  The JVM writes the archive itself, at exit, with
-``-XX:ArchiveClassesAtExit``; evtime asks one run to do so and later runs use it.
+(``-XX:SharedArchiveFile``), which roughly halves the start of an empty session.  The
+JVM writes the archive itself, at exit, with ``-XX:ArchiveClassesAtExit``;
+evtime asks one run to do so and later runs use it.
 
 * The archive is per user, in ``$EVTIME_CACHE_DIR`` or ``$XDG_CACHE_HOME/evtime`` (else
   ``~/.cache/evtime``), a directory of mode 0700 that this user owns; otherwise (or with

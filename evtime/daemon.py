@@ -5,8 +5,7 @@ with pyspark and py4j imported from where they are installed, not from Spark's
 Spark puts those zips first on the daemon's path (and its core jar, also a zip).  Python
 keeps no compiled code for a module imported from a zip: the daemon and the workers it
 forks compiled every pyspark module they import from source again, on every run, before
-the first Python task could start (0.6-0.9 s of each run on the bench machine;
-bench/RESULTS.md, session 21).  The installed copies are the same pyspark (Spark found its
+the first Python task could start.  The installed copies are the same pyspark (Spark found its
 home there) and have their compiled code beside them.  A pyspark that is only in the zip
 is still imported from it.
 
@@ -65,7 +64,7 @@ def forget_finders(gone: set[str]) -> None:
     made a zip importer for each of Spark's zips while it looked for this module; each
     worker's first task calls ``importlib.invalidate_caches()`` (pyspark adds the Spark
     files' directory to its path), which makes every cached zip importer read its zip's
-    directory again: 0.11 s of each worker's 0.4 s of CPU in bound at 10M rows."""
+    directory again."""
     for entry in gone:
         sys.path_importer_cache.pop(entry, None)
 

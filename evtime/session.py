@@ -210,7 +210,7 @@ _JAVA_VERSION = re.compile(r'version "(\d+)(?:\.(\d+))?')
 
 
 def _version_text(java: str, hint: str) -> str:
-    """What ``java -version`` prints.  Running it took 27 ms of every run here, so the
+    """What ``java -version`` prints.  Running it costs every run time, so the
     text is kept in evtime's cache directory (:func:`evtime.classcache.cache_dir`; not
     with ``EVTIME_CLASS_CACHE=0``) under a name made of the identity (path, inode, size,
     time) of the binary and of its JDK's ``lib/modules``: installing another Java, or

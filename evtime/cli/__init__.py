@@ -142,9 +142,8 @@ def main(argv: list[str] | None = None) -> None:
 def entry() -> None:
     """The ``evtime`` program (console script and ``python -m evtime``): :func:`main`, then
     the process ends at once.  Once the atexit handlers have run and the standard streams
-    are flushed nothing is left to do, and the interpreter's own teardown (PySpark's gRPC
-    client, pandas, pyarrow) took 0.35 s of a 1.9 s run against a warm server
-    (bench/RESULTS.md).  Tests call :func:`main`, which ends with SystemExit."""
+    are flushed nothing is left to do but the interpreter's own slow teardown (PySpark's
+    gRPC client, pandas, pyarrow).  Tests call :func:`main`, which ends with SystemExit."""
     interrupts.install()
     try:
         main()
