@@ -144,6 +144,7 @@ def pytest_generate_tests(metafunc):
 SAMPLED = ("local-cluster", "connect")
 
 
+@pytest.hookimpl(tryfirst=True)  # (before pytest-xdist reads the groups)
 def pytest_collection_modifyitems(config, items):
     """On local-cluster and through Spark Connect (each CLI call several seconds), a test
     with a matrix of parameters runs a covering set of its combinations: every value of
