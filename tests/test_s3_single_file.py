@@ -13,7 +13,7 @@ import pytest
 
 from evtime.io import s3concat
 
-MIN = 600  # (the threshold of the tests, in bytes: the staged parts here are 500-750)
+MIN = 600  # (the threshold of the tests, in bytes: the staged CSV parts here are 500-750)
 
 
 def _events(path, n: int = 6000) -> None:
@@ -33,9 +33,14 @@ def copies(monkeypatch):
     (UploadPart), as the server saw them; the threshold lowered here and in moto."""
     import moto.s3.models as models
 
-    monkeypatch.setattr(s3concat, "MIN_PART", MIN)
-    monkeypatch.setattr(models, "S3_UPLOAD_PART_MIN_SIZE", MIN)
-    seen: dict[str, list] = {"copied": [], "sent": [], "hooks": []}
+    seen: dict = {"copied": [], "sent": [], "hooks": []}
+
+    def threshold(n: int) -> None:
+        monkeypatch.setattr(s3concat, "MIN_PART", n)
+        monkeypatch.setattr(models, "S3_UPLOAD_PART_MIN_SIZE", n)
+
+    threshold(MIN)
+    seen["threshold"] = threshold
     copy, upload = models.S3Backend.upload_part_copy, models.S3Backend.upload_part
 
     def upload_part_copy(self, *args, **kwargs):
@@ -70,13 +75,21 @@ def test_single_file_on_s3_is_the_local_bytes(
     assert r.exit_code == 0, r.stderr
     monkeypatch.setenv("EVTIME_STAGING", f"s3://{bucket}/staging")
     out = f"s3://{bucket}/out/single.{fmt}"
+    copies["threshold"](1 << 30)
     r = run_cli(*ARGS, str(src), "-o", out, "--discards", tmp_path / "d.csv", "--overwrite")
     assert r.exit_code == 0, r.stderr
     whole = local.read_bytes()
     assert s3.cat(out) == whole
+    assert not copies["copied"]  # (the threshold above every part: one PUT)
+    # (about the mean staged part: 6000 rows are staged as about 720 parts here)
+    least = len(whole) // 730
+    copies["threshold"](least)
+    r = run_cli(*ARGS, str(src), "-o", out, "--discards", tmp_path / "d.csv", "--overwrite")
+    assert r.exit_code == 0, r.stderr
+    assert s3.cat(out) == whole
     # (assembled by moto's server: parts copied there, the others sent from here, each
-    # but the last of at least MIN bytes, as S3 requires)
-    assert copies["copied"] and all(n >= MIN for n in copies["copied"])
+    # but the last of at least the threshold, as S3 requires)
+    assert copies["copied"] and all(n >= least for n in copies["copied"])
     assert sum(copies["copied"]) + sum(copies["sent"]) == len(whole)
     assert copies["sent"]  # (and the small ones read here, combined)
 
