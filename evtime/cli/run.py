@@ -694,6 +694,7 @@ def _write_jobs(
         early = None
         directory.attach(sinks, lay, schema or frame.schema)  # (-o DIR/: parts written there)
         files = all(not s.to_stdout and s.fmt != "table" and not s.directory for s in sinks)
+        files = files and not any(writer.server_side(s, staging) for s in sinks)
         if ranges is not None and not here and len(jobs) == 1 and staged is not None and files:
             early = writer.Early(sinks, staging, lay, schema or frame.schema, ranges)
         try:

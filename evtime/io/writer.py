@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from evtime.errors import OutputError, PipeClosed, UsageError
-from evtime.io import csvtext, directory, jsonlines
+from evtime.io import csvtext, directory, jsonlines, s3concat
 from evtime.io import staging as shared
 from evtime.io.compressed import Compressed, codec_of, is_stream
 from evtime.io.parts import CSV_BATCH, FILES, ROW_GROUP, arrow_schema, parquet_encodings
@@ -860,6 +860,12 @@ def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
             raise PipeClosed() from None
         return
     check_sink(sink)
+    if server_side(sink, staging):  # (CSV, JSON Lines on S3: see evtime.io.s3concat)
+        head = b""
+        if sink.fmt == "csv" and sink.header:
+            head = csvtext.header(arrow_schema(sink, lay, spark_schema).names, sink.delimiter)
+        s3concat.publish(sink.path, _parts(staging, sink.name), head)
+        return
     tmp = temp_name(sink, staging)
     note_temp(staging, tmp)
     try:
@@ -871,6 +877,14 @@ def publish(sink: Sink, staging: str, lay: Layout, spark_schema) -> None:
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def server_side(sink: Sink, staging: str) -> bool:
+    """Whether ``sink`` is assembled from its parts on the object store itself, not
+    streamed through this process (:mod:`evtime.io.s3concat`)."""
+    if sink.to_stdout or sink.directory is not None or not shared.is_url(staging):
+        return False
+    return s3concat.applies(sink.path, sink.fmt, staging, bool(codec_of(sink.path)))
 
 
 def temp_name(sink: Sink, elsewhere: str) -> str:
