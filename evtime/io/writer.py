@@ -339,9 +339,9 @@ class PartStep(Protocol):
     """A step run on every whole part (rows sorted by PART, parts below a number) before
     its rows are routed and written: it yields the part's rows to write, with their ROUTE
     (evtime.cli.run.Routed around evtime.engine.scan.KeptInPart; explain adjust's
-    evtime.engine.adjust.ExplainInPart, which also makes the columns it writes).  A step
+    evtime.engine.adjust.parts.Explainer, which also makes the columns it writes).  A step
     may also number the parts itself: ``numbered(batch)`` then gives every batch its
-    ``PART`` first (evtime.engine.adjust.ExplainInPlace: a row group each)."""
+    ``PART`` first (the Explainer with in-place results: a row group each)."""
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -704,7 +704,7 @@ class Early:
 def made_part(ranges, i: int, sinks: list[Sink], lay: Layout, staging: str) -> dict[str, int]:
     """Part ``i`` written here when ``ranges`` makes its rows in this process
     (``ranges.made(i)``, a table with ``ROUTE``; such as the zones of
-    evtime.engine.adjust_in_place.Zones): rows seen per route and part files written, as
+    evtime.engine.adjust.in_place.Zones): rows seen per route and part files written, as
     :func:`_write_parts` counts them (none for the parts the tasks write)."""
     made = getattr(ranges, "made", None)
     rows = made(i) if made is not None else None
