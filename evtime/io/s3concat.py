@@ -47,20 +47,26 @@ def applies(path: str | None, fmt: str, staging: str, compressed: bool) -> bool:
 def publish(path: str, parts: list[str], head: bytes = b"") -> None:
     """Publish at the S3 URL ``path`` the bytes ``head`` followed by the staged part
     objects ``parts`` (S3 URLs, in order), which are removed once it is published."""
-    from fsspec.core import url_to_fs
+    from evtime.io.staging import fs_of
 
-    fs, key = url_to_fs(path)
-    sizes = []
-    for p in parts:
-        fs.invalidate_cache(url_to_fs(p)[1])
-        sizes.append(fs.size(url_to_fs(p)[1]))
+    fs, key = fs_of(path)
+    keys = [fs_of(p)[1] for p in parts]
     try:
-        _assemble(fs, key, [url_to_fs(p)[1] for p in parts], sizes, head)
+        _assemble(fs, key, keys, _sizes(fs, keys), head)
     except OSError as err:
         raise OutputError(f"{path}: cannot write: {err}") from None
     fs.invalidate_cache(key)
-    for p in parts:
-        fs.rm_file(url_to_fs(p)[1])
+    if keys:
+        fs.rm(keys)  # (batched deletes, not a request per part)
+
+
+def _sizes(fs, keys: list[str]) -> list[int]:
+    """The sizes of the objects ``keys``: one listing per folder, not a request per part."""
+    found: dict[str, int] = {}
+    for folder in dict.fromkeys(k.rsplit("/", 1)[0] for k in keys):
+        fs.invalidate_cache(folder)
+        found.update({e["name"].rstrip("/"): e["size"] for e in fs.ls(folder, detail=True)})
+    return [found[k] if k in found else fs.size(k) for k in keys]
 
 
 def _assemble(fs, key: str, parts: list[str], sizes: list[int], head: bytes) -> None:
