@@ -1114,8 +1114,9 @@ def apply_in_parts(df: DataFrame, step) -> DataFrame:
     names = schema.fieldNames()
 
     def each(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        if hasattr(step, "numbered"):  # (its parts numbered here, as the writer does)
-            batches = map(step.numbered, batches)
+        number = getattr(step, "numbered", None)
+        if number is not None:  # (its parts numbered here, as the writer does)
+            batches = map(number, batches)
         for _, b in through_step(batches, step, AFTER_PARTS):
             yield decoded(b.select(names))
 

@@ -507,8 +507,9 @@ def write(
     from pyspark.sql import functions as F
 
     def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        if step is not None and hasattr(step, "numbered"):  # (its parts numbered here)
-            batches = map(step.numbered, batches)
+        number = getattr(step, "numbered", None)
+        if number is not None:  # (its parts numbered here)
+            batches = map(number, batches)
         if ranges is None:
             seen = _write_parts(batches, sinks, lay, staging, step, step_below)
         elif isinstance(ranges, EachPart):

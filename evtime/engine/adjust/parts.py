@@ -428,12 +428,11 @@ class Explainer:
         """The columns it reads (beside the ones it passes on)."""
         return (*self.keys, *self.reads)
 
-    def __getattr__(self, name: str):
-        # the writer numbers the parts with ``numbered`` when the source does (in place)
-        source = self.__dict__.get("source")
-        if name == "numbered" and hasattr(source, "numbered"):
-            return source.numbered
-        raise AttributeError(name)
+    @property
+    def numbered(self):
+        """The source's numbering of the parts, when it numbers them (in place), else None
+        (the writer then takes the parts as Spark numbered them)."""
+        return getattr(self.source, "numbered", None)
 
     def schema(self, schema: StructType) -> StructType:
         """The Spark schema of the rows it yields, for rows of ``schema``."""
