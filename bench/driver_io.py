@@ -1,6 +1,6 @@
 """Bytes through the driver: `evtime adjust` of N rows to S3 (moto's server on loopback),
-as one file and as a directory of parts (issue 45).  Not a test: it measures, prints a
-table and appends it to bench/RESULTS.md.
+as one file (staged locally, or on S3) and as a directory of parts (issue 45).  Not a
+test: it measures, prints a table and appends it to bench/RESULTS.md.
 
     python bench/driver_io.py [--rows 10000000] [--format parquet,csv] [--no-record]
 
@@ -99,13 +99,17 @@ def main(argv: list[str] | None = None) -> None:
         bucket = f"bench-{uuid.uuid4().hex[:8]}"
         fs.mkdir(bucket)
         for fmt in args.format.split(","):
-            for layout, out in [
-                ("one file", f"s3://{bucket}/{fmt}/adjust.{fmt}"),
-                ("directory", f"s3://{bucket}/{fmt}/adjust/"),
+            for layout, out, staging in [
+                ("one file", f"s3://{bucket}/{fmt}/adjust.{fmt}", None),
+                ("one file, staging on S3", f"s3://{bucket}/{fmt}/s3/adjust.{fmt}", "s3"),
+                ("directory", f"s3://{bucket}/{fmt}/adjust/", None),
             ]:
                 cmd = ["evtime", "adjust", "--unit", "msec", "--range", "999", "-q"]
                 cmd += ["--output-format", fmt, "-o", out, str(src)]
-                wall, io, rc, tail = measure(cmd, env)
+                # staging on S3: a single CSV / JSON Lines file is assembled on S3 by copies
+                # (UploadPartCopy) of the staged parts; Parquet still through the driver
+                run_env = {**env, "EVTIME_STAGING": f"s3://{bucket}/staging/"} if staging else env
+                wall, io, rc, tail = measure(cmd, run_env)
                 fs.invalidate_cache()
                 size = fs.du(out.removeprefix("s3://")) if rc == 0 else 0
                 rows.append((fmt, layout, wall, io, rc, tail, size))
