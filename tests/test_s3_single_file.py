@@ -117,3 +117,22 @@ def test_failure_midway_leaves_no_object_and_no_upload(
     s3.invalidate_cache()
     assert not s3.exists(out)
     assert not s3.call_s3("list_multipart_uploads", Bucket=bucket).get("Uploads")
+
+
+def test_a_big_output_stays_within_the_part_limit(s3, bucket, monkeypatch, copies):
+    """S3 allows 10,000 parts in an upload: with the limit lowered to 12 and 40 staged
+    parts each above S3's least size, the small ones are combined (read here) and the big
+    ones copied, in at most 12 parts."""
+    monkeypatch.setattr(s3concat, "MAX_PARTS", 12)
+    staged = [bytes([65 + i % 26]) * (10 * MIN if i % 8 == 0 else MIN + 50) for i in range(40)]
+    parts = []
+    for i, data in enumerate(staged):
+        s3.pipe_file(f"{bucket}/staging/part-{i:05d}", data)
+        parts.append(f"s3://{bucket}/staging/part-{i:05d}")
+    out = f"s3://{bucket}/out/big.csv"
+    s3concat.publish(out, parts, head=b"h\n")
+    s3.invalidate_cache()
+    assert s3.cat(out) == b"h\n" + b"".join(staged)
+    assert copies["copied"] and copies["sent"]
+    assert len(copies["copied"]) + len(copies["sent"]) <= 12, copies
+    assert not s3.exists(f"{bucket}/staging/part-00000")  # (the staged parts removed)

@@ -8,15 +8,16 @@ upload is invisible until it is completed, so the output appears whole or not at
 any error the upload is aborted (no object, no upload left in progress).
 
 S3 requires every part of an upload but the last to hold at least :data:`MIN_PART` bytes
-(5 MiB).  The choice made here: a staged part of at least :data:`MIN_PART` bytes is copied
-server-side; smaller neighbours (and the CSV header, written once, before the first part)
-are read through this process into a buffer uploaded as one part once it reaches
-:data:`MIN_PART` bytes (or at the end, as the last part).  Where the buffer is not empty
-before a big part, only the head of that part needed to fill the buffer to
-:data:`MIN_PART` is read, and the rest copied with a byte range (when that rest still
-holds :data:`MIN_PART` bytes; else the part is read whole).  So this process reads less
-than :data:`MIN_PART` bytes per big part plus the small parts, and holds less than three
-times :data:`MIN_PART` in memory.  An output without any big part is one PUT.
+(5 MiB), and allows at most :data:`MAX_PARTS` parts.  The least size of a part here is
+:func:`least_part`: 5 MiB up to about 50 GB of output, then the output's size over 9,999.
+A staged part of at least that size is copied server-side; smaller neighbours (and the
+CSV header, written once, before the first part) are read through this process into a
+buffer uploaded as one part once it reaches that size (or at the end, as the last part).
+Where the buffer is not empty before a big part, only the head of that part needed to fill
+the buffer is read, and the rest copied with a byte range (when that rest still holds the
+least size; else the part is read whole).  So this process reads less than one least size
+per big part plus the small parts, and holds less than three least sizes in memory.  An
+output without any big part is one PUT.
 
 Compressed outputs (``.csv.gz``, ...) and Parquet still stream through this process
 (:mod:`evtime.io.writer`); a directory output (``-o DIR/``) writes no byte through it.
@@ -30,6 +31,7 @@ from evtime.errors import OutputError
 
 MIN_PART = 5 << 20  # S3's least size of a multipart upload's part (all but the last)
 MAX_COPY = 5 << 30  # S3's greatest size of one UploadPartCopy
+MAX_PARTS = 10_000  # S3's greatest number of parts in one multipart upload
 
 
 def applies(path: str | None, fmt: str, staging: str, compressed: bool) -> bool:
@@ -60,6 +62,13 @@ def publish(path: str, parts: list[str], head: bytes = b"") -> None:
         fs.rm(keys)  # (batched deletes, not a request per part)
 
 
+def least_part(total: int) -> int:
+    """The least size of a part (all but the last) of an upload of ``total`` bytes: S3's
+    :data:`MIN_PART`, or more where the output is so big that parts of that size would
+    outnumber :data:`MAX_PARTS` (from about 50 GB)."""
+    return max(MIN_PART, -(-total // (MAX_PARTS - 1)))
+
+
 def _sizes(fs, keys: list[str]) -> list[int]:
     """The sizes of the objects ``keys``: one listing per folder, not a request per part."""
     found: dict[str, int] = {}
@@ -71,7 +80,8 @@ def _sizes(fs, keys: list[str]) -> list[int]:
 
 def _assemble(fs, key: str, parts: list[str], sizes: list[int], head: bytes) -> None:
     bucket, name, _ = fs.split_path(key)
-    if not any(s >= MIN_PART for s in sizes):  # (nothing worth copying: one PUT)
+    least = least_part(sum(sizes) + len(head))
+    if not any(s >= least for s in sizes):  # (nothing worth copying: one PUT)
         data = head + b"".join(fs.cat_file(p) for p in parts)
         fs.pipe_file(key, data)
         return
@@ -101,18 +111,18 @@ def _assemble(fs, key: str, parts: list[str], sizes: list[int], head: bytes) -> 
     try:
         held = bytearray(head)
         for p, size in zip(parts, sizes, strict=True):
-            if size >= MIN_PART and not held:
+            if size >= least and not held:
                 copy(p, 0, size)
                 continue
-            need = MIN_PART - len(held)
-            if size >= MIN_PART and size - need >= MIN_PART:
+            need = least - len(held)
+            if size >= least and size - need >= least:
                 held += fs.cat_file(p, start=0, end=need)
                 put(bytes(held))
                 held.clear()
                 copy(p, need, size)
                 continue
             held += fs.cat_file(p)
-            if len(held) >= MIN_PART:
+            if len(held) >= least:
                 put(bytes(held))
                 held.clear()
         if held:
