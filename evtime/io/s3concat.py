@@ -32,6 +32,7 @@ from evtime.errors import OutputError
 MIN_PART = 5 << 20  # S3's least size of a multipart upload's part (all but the last)
 MAX_COPY = 5 << 30  # S3's greatest size of one UploadPartCopy
 MAX_PARTS = 10_000  # S3's greatest number of parts in one multipart upload
+SCHEMES = ("s3", "s3a")  # (s3fs answers both; Hadoop's clusters spell S3 s3a://)
 
 
 def applies(path: str | None, fmt: str, staging: str, compressed: bool) -> bool:
@@ -41,8 +42,8 @@ def applies(path: str | None, fmt: str, staging: str, compressed: bool) -> bool:
         fmt in ("csv", "jsonl")
         and not compressed
         and bool(path)
-        and path.startswith("s3://")
-        and staging.startswith("s3://")
+        and path.split("://", 1)[0] in SCHEMES
+        and staging.split("://", 1)[0] in SCHEMES
     )
 
 
