@@ -49,7 +49,7 @@ DEFAULT_CONF = {
 SMALL_INPUT = 64 << 20
 FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # Inputs of at most this many bytes of local files, in local mode, are read and written by
-# evtime's own process (evtime.cli.run.driver_io); EVTIME_DRIVER_IO_MAX overrides it.
+# evtime's own process (evtime.runner.driver.driver_io); EVTIME_DRIVER_IO_MAX overrides it.
 DRIVER_IO_MAX = 4 << 20
 # Settings of a run whose input is read in the driver (a few MiB at most): one shuffle
 # partition, fewer tasks (bench/RESULTS.md: 0.1-0.2 s of a 3.5 s cold run).  --conf wins.

@@ -85,8 +85,8 @@ def test_server_start_and_status_report_the_running_server(workers):
 
 
 def test_fast_start_only_for_small_local_inputs(monkeypatch):
-    from evtime.cli.run import small_input
     from evtime.io.sources import InputFile, expand_inputs
+    from evtime.runner.driver import small_input
     from evtime.session import SessionOptions
 
     local = expand_inputs([str(SAMPLES / "tuples.parquet")], None)

@@ -167,10 +167,10 @@ def _names_in(path) -> set[str]:
 
 
 def test_architecture_names_only_code_that_exists():
-    """docs/ARCHITECTURE.md's code references resolve: `cli/run.py`, `io/inputs.py`,
-    `engine/bound.py: windows`, `engine/adjust_in_place.ordered_in_place`, `run.driver_io`,
-    `writer.Sink`, `MergeSpec.simple` (a module of evtime/cli, engine or io, or a name
-    defined in one)."""
+    """docs/ARCHITECTURE.md's code references resolve: `runner/inputs.py: start`,
+    `io/inputs.py`, `engine/bound.py: windows`, `engine/adjust_in_place.ordered_in_place`,
+    `driver.driver_io`, `writer.Sink`, `MergeSpec.simple` (a module of evtime/cli, runner,
+    engine or io, or a name defined in one)."""
     import re
 
     text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
@@ -182,8 +182,8 @@ def test_architecture_names_only_code_that_exists():
     checked, wrong = 0, []
     for ref in re.findall(r"`([^`\s]+(?:: \w+)?)`", text):
         ref = ref.removeprefix("evtime/")
-        path = re.fullmatch(r"(cli|engine|io)/([\w/]+)\.py(?:(?::\s*|:)(\w+))?", ref)
-        dotted = re.fullmatch(r"(?:(cli|engine|io)/)?(\w+)\.(\w+)", ref)
+        path = re.fullmatch(r"(cli|runner|engine|io)/([\w/]+)\.py(?:(?::\s*|:)(\w+))?", ref)
+        dotted = re.fullmatch(r"(?:(cli|runner|engine|io)/)?(\w+)\.(\w+)", ref)
         if path:
             file = pkg / path[1] / f"{path[2]}.py"
             ok = file.exists() and (path[3] is None or path[3] in _names_in(file))

@@ -8,10 +8,11 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from evtime.cli import run
 from evtime.errors import UsageError
 from evtime.io import inputs
 from evtime.io.sources import expand_inputs
+from evtime.runner import driver, publish
+from evtime.runner.context import RunContext
 from evtime.session import SessionOptions
 from tests.conftest import SAMPLES
 
@@ -59,13 +60,13 @@ def test_a_run_read_in_the_driver_shuffles_into_one_partition(
     if limit is not None:
         monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", limit)
     seen = []  # (the setting while the run writes: the test runner restores it after)
-    write = run.write_and_publish
+    write = publish.write_and_publish
 
     def writing(*args, **kw):
         seen.append(spark.conf.get("spark.sql.shuffle.partitions"))
         return write(*args, **kw)
 
-    monkeypatch.setattr(run, "write_and_publish", writing)
+    monkeypatch.setattr(publish, "write_and_publish", writing)
     r = run_cli("adjust", "-q", *conf, "--unit", "msec", "--range", "999", SAMPLE)
     assert r.exit_code == 0, r.stderr
     assert [row["tuple"] for row in r.csv()] == ["B", "A", "D", "C", "E"]
@@ -75,20 +76,20 @@ def test_a_run_read_in_the_driver_shuffles_into_one_partition(
 def test_which_runs_read_in_the_driver(tmp_path, monkeypatch):
     files = expand_inputs([SAMPLE], None)
     size = Path(SAMPLE).stat().st_size
-    assert run.driver_io(files, SessionOptions())
-    assert run.driver_io(files, SessionOptions(master="local[2]"))
-    assert run.driver_io(files, SessionOptions(reuse_server=True))  # the server is local
-    assert not run.driver_io(files, SessionOptions(master="local-cluster[2,1,1024]"))
-    assert not run.driver_io(files, SessionOptions(master="spark://h:7077"))
-    assert not run.driver_io(files, SessionOptions(remote="sc://localhost:15002"))
-    assert not run.driver_io([], SessionOptions())
+    assert driver.driver_io(files, SessionOptions())
+    assert driver.driver_io(files, SessionOptions(master="local[2]"))
+    assert driver.driver_io(files, SessionOptions(reuse_server=True))  # the server is local
+    assert not driver.driver_io(files, SessionOptions(master="local-cluster[2,1,1024]"))
+    assert not driver.driver_io(files, SessionOptions(master="spark://h:7077"))
+    assert not driver.driver_io(files, SessionOptions(remote="sc://localhost:15002"))
+    assert not driver.driver_io([], SessionOptions())
     monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", str(size))
-    assert run.driver_io(files, SessionOptions())
+    assert driver.driver_io(files, SessionOptions())
     monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", str(size - 1))
-    assert not run.driver_io(files, SessionOptions())
+    assert not driver.driver_io(files, SessionOptions())
     monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "lots")
     with pytest.raises(UsageError, match="EVTIME_DRIVER_IO_MAX"):
-        run.driver_io(files, SessionOptions())
+        driver.driver_io(files, SessionOptions())
 
 
 def _both(run_cli, monkeypatch, tmp_path: Path, args: list[str], outs: list[str]):
@@ -163,13 +164,14 @@ def test_merge_and_bound_the_same_either_way(run_cli, monkeypatch, tmp_path):
 
 
 def test_few_rows(monkeypatch):
-    monkeypatch.setattr(run, "_in_driver", False)  # (as a run that reads in tasks)
-    assert run.few_rows(run.DRIVER_ROWS_MAX) and not run.few_rows(run.DRIVER_ROWS_MAX + 1)
+    tasks = RunContext(in_driver=False)  # (as a run that reads in tasks)
+    most = driver.DRIVER_ROWS_MAX
+    assert driver.few_rows(tasks, most) and not driver.few_rows(tasks, most + 1)
     monkeypatch.setenv("EVTIME_DRIVER_ROWS_MAX", "0")
-    assert not run.few_rows(1)
+    assert not driver.few_rows(tasks, 1)
     monkeypatch.setenv("EVTIME_DRIVER_ROWS_MAX", "many")
     with pytest.raises(UsageError, match="EVTIME_DRIVER_ROWS_MAX"):
-        run.few_rows(1)
+        driver.few_rows(tasks, 1)
 
 
 def test_malformed_jsonl_discarded_the_same_either_way(run_cli, monkeypatch, tmp_path):

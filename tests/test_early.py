@@ -1,7 +1,7 @@
-"""Work a run does while Spark starts (``run.start``'s ``meanwhile``): from the footers and
-the times of local Parquet inputs, the search's carry (adjust, merge) and explain adjust's
-pass over the times.  The run takes it only when it fits what it then reads; the output is
-the same as when it finds all of that after Spark has started."""
+"""Work a run does while Spark starts (``evtime.runner.inputs.start``'s ``meanwhile``): from
+the footers and the times of local Parquet inputs, the search's carry (adjust, merge) and
+explain adjust's pass over the times.  The run takes it only when it fits what it then
+reads; the output is the same as when it finds all of that after Spark has started."""
 
 from __future__ import annotations
 
@@ -12,11 +12,11 @@ import pyarrow.csv as pcsv
 import pyarrow.parquet as pq
 import pytest
 
-from evtime.cli import run
 from evtime.engine.adjust import EarlyExplain
 from evtime.engine.adjust import in_place as adjust_in_place
 from evtime.engine.adjust.in_place import EarlyAdjust
 from evtime.engine.scan import Carry
+from evtime.runner import inputs as reading
 
 BASE = 1_700_000_000_000_000_000
 
@@ -34,16 +34,16 @@ def _events(path, n: int, seed: int) -> str:
 
 @pytest.fixture
 def found(monkeypatch):
-    """What each run.start found while Spark started (``inp.found_early``), in order."""
+    """What each inputs.start found while Spark started (``inp.found_early``), in order."""
     seen: list = []
-    start = run.start
+    start = reading.start
 
     def recording(inp, *args, **kw):
         got = start(inp, *args, **kw)
         seen.append(inp.found_early)
         return got
 
-    monkeypatch.setattr(run, "start", recording)
+    monkeypatch.setattr(reading, "start", recording)
     monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")  # (read in Spark tasks, as big inputs)
     return seen
 
@@ -75,7 +75,7 @@ def test_what_is_found_while_spark_starts_changes_nothing(
     early = run_cli(*args, *inputs, "-o", tmp_path / f"early.{ext}")
     assert early.exit_code == 0, early.stderr
     # the same run finding it all after Spark has started
-    monkeypatch.setattr(run, "_in_background", lambda *a: lambda: None)
+    monkeypatch.setattr(reading, "in_background", lambda *a: lambda: None)
     late = run_cli(*args, *inputs, "-o", tmp_path / f"late.{ext}")
     assert late.exit_code == 0, late.stderr
     assert isinstance(found[0], kind) and found[1] is None

@@ -429,11 +429,12 @@ def test_outputs_in_ranges_are_assembled_while_the_job_runs(spark, tmp_path, mon
     """Parts laid out in runs, one per Spark partition, in order (a step with ``ranges``):
     each sink is assembled by a thread of the driver as the tasks finish (writer.Early),
     and comes out whole and in order, every part file counted."""
-    from evtime.cli import run
     from evtime.engine.scan import Ranges
     from evtime.io import writer
     from evtime.io.reader import Layout
     from evtime.io.writer import Sink
+    from evtime.runner import publish
+    from evtime.runner.context import RunContext
 
     made = []
     early = writer.Early
@@ -446,7 +447,7 @@ def test_outputs_in_ranges_are_assembled_while_the_job_runs(spark, tmp_path, mon
         Sink("discards", ("discard",), str(late), fmt, ["id"]),
     ]
     lay = Layout(pa.schema([("id", pa.int64())]), "id")
-    counts = run.publish_jobs([(df, sinks, lay)], [False], _Passing(ranges))
+    counts = publish.publish_jobs(RunContext(), [(df, sinks, lay)], [False], _Passing(ranges))
     assert len(made) == 1
     assert (counts["out"], counts["discard"]) == (800, 200)
     for path, want in [(out, [i for i in range(1000) if i % 5]), (late, list(range(0, 1000, 5)))]:
@@ -459,10 +460,11 @@ def test_outputs_in_ranges_are_assembled_while_the_job_runs(spark, tmp_path, mon
 
 
 def test_a_failed_job_leaves_no_output_assembled_early(spark, tmp_path):
-    from evtime.cli import run
     from evtime.engine.scan import Ranges
     from evtime.io.reader import Layout
     from evtime.io.writer import Sink
+    from evtime.runner import publish
+    from evtime.runner.context import RunContext
 
     ranges = Ranges(4, 99)
     df = _ranged_rows(spark, 1000, ranges)
@@ -470,7 +472,9 @@ def test_a_failed_job_leaves_no_output_assembled_early(spark, tmp_path):
     sinks = [Sink("output", ("out",), str(out), "csv", ["id"])]
     lay = Layout(pa.schema([("id", pa.int64())]), "id")
     with pytest.raises(Exception, match="a task fails"):
-        run.publish_jobs([(df, sinks, lay)], [False], _Passing(ranges, fail_at=80))
+        publish.publish_jobs(
+            RunContext(), [(df, sinks, lay)], [False], _Passing(ranges, fail_at=80)
+        )
     assert os.listdir(tmp_path) == []
 
 

@@ -1,5 +1,5 @@
 """The local driver JVM's heap and the Spark options of a command (evtime.session,
-evtime.cli.run): no JVM is started here."""
+evtime.runner): no JVM is started here."""
 
 from __future__ import annotations
 
@@ -56,8 +56,9 @@ def test_a_containers_memory_limit_is_read_when_it_has_one(tmp_path):
 def test_spark_options_before_the_command_apply_to_it(monkeypatch, tmp_path, command):
     """``evtime --reuse-server --master M --conf A COMMAND --conf B``: the command runs with
     the server, M and both settings (its own last, so they win)."""
-    from evtime.cli import main, run
+    from evtime.cli import main
     from evtime.errors import UsageError
+    from evtime.runner import inputs
 
     monkeypatch.delenv("EVTIME_REUSE_SERVER", raising=False)
     seen = []
@@ -66,7 +67,7 @@ def test_spark_options_before_the_command_apply_to_it(monkeypatch, tmp_path, com
         seen.append(ses)
         raise UsageError("stopped before Spark")
 
-    monkeypatch.setattr(run, "start", start)
+    monkeypatch.setattr(inputs, "start", start)
     top = ["--reuse-server", "--master", "local[1]", "--conf", "a=1"]
     own = ["--conf", "b=2", "--unit", "msec", "--range", "1", str(tmp_path / "in.csv")]
     with pytest.raises(SystemExit) as done:
@@ -139,7 +140,7 @@ def test_existing_output_is_refused_before_spark_starts(
 def test_big_inputs_get_more_shuffle_partitions_never_fewer(spark):
     """More than ROWS_PER_TASK rows per shuffle partition: enough partitions that each
     holds at most that many; a smaller input keeps the session's number."""
-    from evtime.cli.run import ROWS_PER_TASK, shuffle_for
+    from evtime.runner.context import ROWS_PER_TASK, shuffle_for
 
     before = spark.conf.get(SHUFFLE_PARTITIONS)
     try:

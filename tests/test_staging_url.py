@@ -158,7 +158,7 @@ def test_a_later_run_removes_what_a_killed_run_left(run_cli, s3, bucket, monkeyp
 
 
 def test_on_a_cluster_the_default_staging_is_beside_an_object_store_output(s3, bucket, tmp_path):
-    """(what evtime.cli.run._check_staging asks before Spark starts; the runs themselves
+    """(what evtime.runner.outputs.check_staging asks before Spark starts; the runs themselves
     are in tests/test_real_cluster.py)"""
     from evtime.errors import UsageError
     from evtime.io import staging

@@ -99,9 +99,7 @@ def one_line(err: Exception) -> str:
 
 
 def _fail(message: str, status: int) -> None:
-    from evtime.cli.run import stop_progress
-
-    stop_progress()
+    # (the run's progress line, if any, stopped as its command's context closed)
     click.echo(f"evtime: {redact(message)}", err=True)
     sys.exit(status)
 

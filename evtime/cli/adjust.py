@@ -7,7 +7,8 @@ import time
 
 import click
 
-from evtime.cli import options, run
+from evtime.cli import options
+from evtime.runner import context, inputs, outputs, publish, state, summary
 
 EXAMPLES = """
 \b
@@ -58,7 +59,7 @@ def adjust(**kw) -> None:
 
 def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
     started = time.monotonic()
-    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
     from evtime.engine import adjust as engine
     from evtime.engine.adjust import choose, in_place
     from evtime.errors import UsageError
@@ -66,10 +67,10 @@ def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
     from evtime.units import truncated_range
 
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
-    run.added_name("--as", kw["as_"])
+    outputs.added_name("--as", kw["as_"])
     if kw["emit_bounds"] and "=" not in (kw["bound_marker"] or ""):
         raise UsageError("--emit-bounds needs --bound-marker COL=VALUE (how bound rows look)")
-    run.check_state_outputs(kw)
+    state.check_state_outputs(kw)
     if not inp.inputs and not kw["flush"]:
         raise UsageError("missing INPUT (only --state DIR --flush runs without one)")
     if kw["state"]:
@@ -77,8 +78,8 @@ def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
             raise UsageError("--emit-bounds cannot be combined with --state")
         try:
             return _stateful(kw, spec, ses, inp, started)
-        except run.NothingToDo as done:
-            run.stop_progress()
+        except state.NothingToDo as done:
+            ses.run.stop_progress()
             if not ses.quiet:
                 click.echo(str(done), err=True)
             return
@@ -87,12 +88,12 @@ def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
     # (a small input read here is quicker with the prefix scan: fewer Spark jobs to plan)
     early = None
     if not (kw["discards"] or kw["emit_bounds"] or spec.keys):  # (while Spark starts)
-        early = run.from_footers(lambda foot, _: in_place.early_adjust(spec, foot))
-    spark, df, lay, files = run.start(inp, ses, meanwhile=early)
-    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
+        early = inputs.from_footers(lambda foot, _: in_place.early_adjust(spec, foot))
+    spark, df, lay, files = inputs.start(inp, ses, meanwhile=early)
+    read = inputs.count_read(df, inp)  # on the checkpointed input, before any operator
     own = lay.schema.names
     facts = choose.Facts(
-        in_driver=run.in_driver(),
+        in_driver=ses.run.in_driver,
         rejected=inp.rejected is not None,  # (not every row an arrival, as read)
         discards=bool(kw["discards"]),
         emit_bounds=bool(kw["emit_bounds"]),
@@ -107,7 +108,7 @@ def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
     out = sinks[0]
     df, reroute = path.routed(df, step)
     if reroute:  # the keep flag is found as each part is written: the route with it
-        step = run.Routed(step, choose.route_of)
+        step = publish.Routed(step, choose.route_of)
     if kw["emit_bounds"]:
         marker = kw["bound_marker"]
         df, out.columns = engine.with_bounds(
@@ -116,9 +117,9 @@ def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
         out.routes = ("out", "emit")
     else:
         df = path.ordered(df)
-    df = run.with_rejected(df, inp)
-    counts = run.write_and_publish(df, sinks, lay, step)
-    run.summary("adjust", ses, counts, started, read, kw["max_discards"])
+    df = inputs.with_rejected(df, inp)
+    counts = publish.write_and_publish(ses.run, df, sinks, lay, step)
+    summary.summary("adjust", ses, counts, started, read, kw["max_discards"])
 
 
 def _stateful(kw, spec, ses, inp, started) -> None:
@@ -128,8 +129,8 @@ def _stateful(kw, spec, ses, inp, started) -> None:
     options = {"--unit": spec.unit, "--range": spec.range, "--key": list(spec.keys)}
     options["--order-by"] = inp.order_by
     try:
-        spark, df, lay, files = run.start(
-            inp, ses, before_spark=run.state_opener(kw, "adjust", options, box)
+        spark, df, lay, files = inputs.start(
+            inp, ses, before_spark=state.state_opener(kw, "adjust", options, box)
         )
         (stf,) = box
         _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf)
@@ -144,8 +145,8 @@ def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
     from evtime.io.reader import T
     from evtime.io.writer import Sink
 
-    good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
-    read = good + run.rejected_count(inp)
+    good = inputs.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + inputs.rejected_count(inp)
     own = lay.schema.names
     refs, carried = stf.read(spark, "refs.parquet"), stf.read(spark, "held.parquet")
     df = engine.classify(df, spec, refs, one_chunk=inp.one_chunk, as_read=inp.as_read)
@@ -167,9 +168,9 @@ def _stateful_run(kw, spec, ses, inp, started, spark, df, lay, stf) -> None:
         ]
 
     meta = {"command": "adjust", "arrivals": stf.st.arrivals + good}
-    df = run.with_rejected(engine.order(df), inp)
-    counts = run.write_and_commit(df, sinks, lay, stf, state_sinks, meta)
-    run.summary("adjust", ses, counts, started, read, kw["max_discards"], carried=stf.carried)
+    df = inputs.with_rejected(engine.order(df), inp)
+    counts = state.write_and_commit(ses.run, df, sinks, lay, stf, state_sinks, meta)
+    summary.summary("adjust", ses, counts, started, read, kw["max_discards"], carried=stf.carried)
 
 
 def _sinks(df, spec, own: list[str], kw: dict, as_read=None):
@@ -197,8 +198,10 @@ def _sinks(df, spec, own: list[str], kw: dict, as_read=None):
     )
     if not kw["discards"]:
         return df, [out]
-    df, copies = run.keep_own(df, own)
+    df, copies = outputs.keep_own(df, own)
     out.derived.update({c: Derived(k) for c, k in copies.items()})
     df = engine.with_discard_columns(df, spec, as_read)
-    late = run.discards_sink(kw["discards"], kw["overwrite"], own, copies=copies, command="adjust")
+    late = outputs.discards_sink(
+        kw["discards"], kw["overwrite"], own, copies=copies, command="adjust"
+    )
     return df, [out, late]

@@ -6,7 +6,7 @@ import time
 
 import click
 
-from evtime.cli import options, run
+from evtime.cli import options
 from evtime.cli.explain import (
     explain_format,
     explain_output,
@@ -15,6 +15,7 @@ from evtime.cli.explain import (
     plot_title,
     rejected_frame,
 )
+from evtime.runner import context, driver, inputs, outputs, publish, state, summary
 from evtime.units import UNITS
 
 EXAMPLES = """
@@ -177,7 +178,7 @@ def _items(kw: dict):
 
 def check_columns(spec):
     def check(lay) -> None:
-        run.column_check("--bound-marker", (spec.marker or (None,))[0], lay.schema.names)
+        inputs.column_check("--bound-marker", (spec.marker or (None,))[0], lay.schema.names)
 
     return check
 
@@ -227,9 +228,9 @@ def _sinks(kw, spec, lay, df):
     sinks = [out]
     if kw["discards"]:
         names = lay.schema.names
-        df, copies = run.keep_own(df, [c for c in names if c not in lay.texts])
+        df, copies = outputs.keep_own(df, [c for c in names if c not in lay.texts])
         sinks.append(
-            run.discards_sink(
+            outputs.discards_sink(
                 kw["discards"],
                 kw["overwrite"],
                 names,
@@ -323,7 +324,7 @@ def bound(**kw) -> None:
     says no more rows can enter it, with the arrival that closed it; rows below the bound
     are dropped or moved up to it."""
     started = time.monotonic()
-    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
     spec = spec_of(kw, inp.keys)
     # (--agg computes with CSV columns: read as their text reads, but the marker column)
     inp.text = (spec.marker[0],) if spec.marker else ()
@@ -332,18 +333,18 @@ def bound(**kw) -> None:
     items = _items(kw)
     from evtime.errors import UsageError
 
-    run.check_state_outputs(kw)
+    state.check_state_outputs(kw)
     if not inp.inputs and not kw["flush"]:
         raise UsageError("missing INPUT (only --state DIR --flush runs without one)")
     if kw["state"]:
         try:
             return _stateful(kw, spec, items, record, ses, inp, started)
-        except run.NothingToDo as done:
-            run.stop_progress()
+        except state.NothingToDo as done:
+            ses.run.stop_progress()
             if not ses.quiet:
                 click.echo(str(done), err=True)
             return
-    spark, df, lay, files = run.start(inp, ses, check_columns(spec))
+    spark, df, lay, files = inputs.start(inp, ses, check_columns(spec))
     try:
         _bound(kw, spec, items, ses, inp, started, df, lay)
     except Exception as err:  # a text value an --agg could not read as a number
@@ -401,13 +402,13 @@ def _bound(kw, spec, items, ses, inp, started, df, lay) -> None:
     """bound without --state, once the input is read."""
     from evtime.engine import bound as engine
 
-    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
+    read = inputs.count_read(df, inp)  # on the checkpointed input, before any operator
     sinks, df = _sinks(kw, spec, lay, df)
     if all(isinstance(a, str) for a in items):
-        n = _in_one_pass(df, spec, items, sinks, lay, inp, read)
+        n = _in_one_pass(ses.run, df, spec, items, sinks, lay, inp, read)
         counts = _counts(n)
         detail = _detail(n, counts)
-        return run.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
+        return summary.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
     cl = engine.prepare(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
     w, names = _windows(cl, spec, items, lay.schema.names)
     out_frame, key_lay = _output(w, spec, names, sinks[0], lay, read)
@@ -417,14 +418,15 @@ def _bound(kw, spec, items, ses, inp, started, df, lay) -> None:
     rows = engine.routed(cl, spec, bool(kw["discards"]))
     if kw["discards"]:
         rows = engine.late_in_order(rows)
-    n = run.publish_jobs(
-        [(out_frame, sinks[:1], key_lay), (run.with_rejected(rows, inp), sinks[1:], lay)]
+    n = publish.publish_jobs(
+        ses.run,
+        [(out_frame, sinks[:1], key_lay), (inputs.with_rejected(rows, inp), sinks[1:], lay)],
     )
     counts = _counts(n)
-    run.summary("bound", ses, counts, started, read, kw.get("max_discards"), _detail(n, counts))
+    summary.summary("bound", ses, counts, started, read, kw.get("max_discards"), _detail(n, counts))
 
 
-def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
+def _in_one_pass(run, df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     """Without --state or a Python aggregate: one aggregate over the classified rows gives
     the windows, the closing search's points and the route counts
     (:mod:`evtime.engine.bound_tally`); --discards classifies the rows again, for the late
@@ -438,13 +440,13 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     # (the small table: everything below reads it; lazy, so that the first read, which
     # fetches it when small, also fills it: one job fewer)
     t = t.localCheckpoint(eager=False)
-    here = run.rows_here(t)  # (a small tally, bounded: fetched with one job)
+    here = driver.rows_here(run, t)  # (a small tally, bounded: fetched with one job)
     if here is not None:
         routes, windows, limits, size = bound_tally.counts_here(here, spec)
     else:
         routes, windows, limits, size = bound_tally.counts(t, spec)
     made = None
-    if run.few_rows(size):  # a small tally (bounded): searched and ordered here
+    if driver.few_rows(run, size):  # a small tally (bounded): searched and ordered here
         made = bound_tally.output_rows_here(t, spec, names, read, here)
     if made is not None:  # (written from here: no Spark job)
         out_frame, key_lay = _output_here(*made, spec, names, sinks[0], lay)
@@ -455,13 +457,15 @@ def _in_one_pass(df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
     if len(sinks) > 1:
         late = engine.routed(bound_tally.late_rows(cl, t, engine.ARRIVAL), spec, True)
         late = engine.late_in_order(late, limits=(1, max(read, 1)))
-        jobs.append((run.with_rejected(late, inp), sinks[1:], lay))
-    written = run.publish_jobs(jobs, [run.few_rows(windows), run.in_driver()][: len(jobs)])
+        jobs.append((inputs.with_rejected(late, inp), sinks[1:], lay))
+    written = publish.publish_jobs(
+        run, jobs, [driver.few_rows(run, windows), run.in_driver][: len(jobs)]
+    )
     n = {**routes, "out": written.get("out", 0)}
     if len(sinks) > 1:
         n["discard"] = written.get("discard", 0)
     else:
-        n["discard"] = n.get("discard", 0) + run.rejected_count(inp)
+        n["discard"] = n.get("discard", 0) + inputs.rejected_count(inp)
     return n
 
 
@@ -486,11 +490,11 @@ def _stateful(kw, spec, items, record, ses, inp, started) -> None:
     together."""
     box: list = []
     try:
-        spark, df, lay, files = run.start(
+        spark, df, lay, files = inputs.start(
             inp,
             ses,
             check_columns(spec),
-            before_spark=run.state_opener(kw, "bound", record, box),
+            before_spark=state.state_opener(kw, "bound", record, box),
         )
         (stf,) = box
         _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf)
@@ -504,8 +508,8 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
     from evtime.engine import bound_state as bs
     from evtime.io.writer import Sink
 
-    good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
-    read = good + run.rejected_count(inp)
+    good = inputs.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + inputs.rejected_count(inp)
     sinks, df = _sinks(kw, spec, lay, df)
     held, carried = stf.read(spark, "held.parquet"), stf.read(spark, "keys.parquet")
     carried = carried if carried is not None else bs.no_state(df, spec)
@@ -517,7 +521,7 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
     )
     state = bs.next_state(cl, carried, spec)
     frame = bs.routed(cl, held, state, spec, stf.flush, bool(kw["discards"]))
-    frame = run.with_rejected(frame, inp)
+    frame = inputs.with_rejected(frame, inp)
     own = lay.schema.names
 
     def jobs(gen: str) -> list:
@@ -545,7 +549,7 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
         return [(out_frame, [sinks[0]], key_lay), (frame, row_sinks, lay)]
 
     meta = {"command": "bound", "arrivals": stf.st.arrivals + good}
-    n = run.commit_jobs(sinks, jobs, stf, meta)
+    n = state.commit_jobs(ses.run, sinks, jobs, stf, meta)
     counts = {
         "out": n.get("released", 0) + n.get("released:adjusted", 0),
         "discard": n.get("discard", 0),
@@ -553,7 +557,7 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
         "held": n.get("held", 0) + n.get("held:adjusted", 0),
     }
     detail = _detail(n, counts)
-    run.summary(
+    summary.summary(
         "bound", ses, counts, started, read, kw.get("max_discards"), detail, carried=stf.carried
     )
 
@@ -585,7 +589,7 @@ def explain_bound(**kw) -> None:
         from evtime.io import plot
 
         plot.check_path(plot_path, kw["overwrite"])  # before Spark starts
-    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
     spec = spec_of(kw, inp.keys)
     kw.pop("aggs"), kw.pop("udafs")
     from pyspark.sql import functions as F
@@ -596,14 +600,14 @@ def explain_bound(**kw) -> None:
     from evtime.io.writer import ROUTE, Sink
 
     fmt = explain_format(kw["fmt"], kw["output"])
-    spark, df, lay, files = run.start(inp, ses, check_columns(spec))
+    spark, df, lay, files = inputs.start(inp, ses, check_columns(spec))
     cl = engine.prepare(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
     w, _ = engine.windows(cl, spec, [engine.opened()] if plot_path else [])
     if plot_path:
         w = w.localCheckpoint()  # read by explain and by the picture
     df = engine.explain(cl, w, spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col)
-    run.note_renamed("explain bound", own)
+    summary.note_renamed("explain bound", own)
     frame = present.explain_frame(df, (), own)
     cols = frame.columns
     frame = frame.withColumn(
@@ -624,7 +628,7 @@ def explain_bound(**kw) -> None:
         kw["overwrite"],
         own=present.own_map(own),
     )
-    counts = run.write_and_publish(frame, [sink], lay)
+    counts = publish.write_and_publish(ses.run, frame, [sink], lay)
     if plot_path:
         windows, wk, wtotal = plot.sample_windows(engine.spans(w, spec), spec.keys)
         shown = dict(own)
@@ -638,4 +642,4 @@ def explain_bound(**kw) -> None:
             wk=wk,
             wtotal=wtotal,
         )
-    run.summary("explain bound", ses, counts, started)
+    summary.summary("explain bound", ses, counts, started)

@@ -8,8 +8,9 @@ import time
 
 import click
 
-from evtime.cli import options, run
+from evtime.cli import options
 from evtime.cli.lazy import LazyGroup
+from evtime.runner import context, inputs, outputs, publish, summary
 
 EXPLAIN_COMMANDS = {
     "adjust": "evtime.cli.explain:explain_adjust",
@@ -44,7 +45,7 @@ def explain_format(fmt: str | None, output: str) -> str:
     if fmt:
         return fmt
     if output == "-":  # (--delimiter, --tsv, --no-header: CSV, even on a terminal)
-        return "table" if sys.stdout.isatty() and not run.dialect_given() else "csv"
+        return "table" if sys.stdout.isatty() and not outputs.dialect_given() else "csv"
     return output_format(output, None)
 
 
@@ -80,7 +81,7 @@ def rejected_frame(frame, inp, own: list[tuple[str, str]], source, route="discar
     }
     cols.update({"decision": F.lit(present.DISCARDED), "source": source})
     cols.update({s: F.col(c) for s, c in shown.items() if s != c})
-    return run.with_rejected(frame, inp, cols, route)
+    return inputs.with_rejected(frame, inp, cols, route)
 
 
 plot_option = options.section(
@@ -128,7 +129,7 @@ def explain_adjust(**kw) -> None:
         from evtime.io import plot
 
         plot.check_path(kw["plot"], kw["overwrite"])  # before Spark starts
-    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
 
     from evtime.engine import adjust as engine
     from evtime.engine import present
@@ -140,17 +141,17 @@ def explain_adjust(**kw) -> None:
     spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
     # (without keys: a pass over the times read here, and the search's carry, while Spark
     # starts)
-    early = None if spec.keys else run.from_footers(lambda f, _: engine.early_explain(spec, f))
-    spark, df, lay, files = run.start(inp, ses, meanwhile=early)
-    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
+    early = None if spec.keys else inputs.from_footers(lambda f, _: engine.early_explain(spec, f))
+    spark, df, lay, files = inputs.start(inp, ses, meanwhile=early)
+    read = inputs.count_read(df, inp)  # on the checkpointed input, before any operator
     # (the raw time and the row number are not shown: explain does not checkpoint them)
     df = df.drop(*({lay.time_col, ROW} - {T}))
     limits = truncated_range(inp.time_range, spec.unit_ns)  # (known: no job to find them)
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
-    run.note_renamed("explain adjust", own)
+    summary.note_renamed("explain adjust", own)
     sources = [f.shown for f in files]
     with contextlib.ExitStack() as shared:
-        frame, step = _adjust_frame(df, spec, inp, own, sources, read, limits, shared)
+        frame, step = _adjust_frame(ses.run, df, spec, inp, own, sources, read, limits, shared)
         frame = rejected_frame(frame, inp, own, file_source(files))
         shown = frame if step is None else apply_in_parts(frame, step)  # (as written)
         sink = Sink(
@@ -164,14 +165,14 @@ def explain_adjust(**kw) -> None:
             text_of={"evtime": ("time", spec.unit_ns)},  # (the time truncated to the unit)
             own=present.own_map(own),
         )
-        counts = run.write_and_publish(frame, [sink], lay, step, shown.schema)
+        counts = publish.write_and_publish(ses.run, frame, [sink], lay, step, shown.schema)
         if kw["plot"]:
             keys = tuple(dict(own)[k] for k in spec.keys)
             plot.plot(shown, read, kw["plot"], plot_title(), keys=keys)
-    run.summary("explain adjust", ses, counts, started, read)
+    summary.summary("explain adjust", ses, counts, started, read)
 
 
-def _adjust_frame(df, spec, inp, own, sources, read, limits, shared):
+def _adjust_frame(run, df, spec, inp, own, sources, read, limits, shared):
     """explain adjust's rows in arrival order, to write, and the step the writer runs on
     each part (None: the rows are the explanation), by the path
     :func:`evtime.engine.adjust.choose.choose_explain` picks (a directory the tasks share
@@ -179,8 +180,8 @@ def _adjust_frame(df, spec, inp, own, sources, read, limits, shared):
     from evtime.engine.adjust import choose
     from evtime.io.staging import shared_dir
 
-    facts = choose.Facts(in_driver=run.in_driver(), rejected=inp.rejected is not None)
+    facts = choose.Facts(in_driver=run.in_driver, rejected=inp.rejected is not None)
     counted = lambda: shared.enter_context(shared_dir())  # noqa: E731 (the kept rows per part)
     ctx = choose.Run(read, inp.as_read, limits, counted, inp.found_early, inp.one_chunk)
-    good = lambda: read - run.rejected_count(inp)  # noqa: E731 (arrivals 1..good: bad rows have none)
+    good = lambda: read - inputs.rejected_count(inp)  # noqa: E731 (arrivals 1..good: bad rows have none)
     return choose.choose_explain(spec, facts, ctx, sources, own, good).explain(df)

@@ -9,7 +9,7 @@ from functools import partial
 
 import click
 
-from evtime.cli import options, run
+from evtime.cli import options
 from evtime.cli.explain import (
     explain_format,
     explain_output,
@@ -18,6 +18,7 @@ from evtime.cli.explain import (
     rejected_frame,
 )
 from evtime.cli.merge_setup import setup
+from evtime.runner import inputs, outputs, publish, summary
 from evtime.units import UNITS
 
 EXAMPLES = """
@@ -90,7 +91,7 @@ def _summary(
     ``--max-discards``."""
     from evtime.errors import EvtimeError, TooManyDiscards
 
-    run.stop_progress()
+    ses.run.stop_progress()
     kinds = ("out", "discard", "bound")
     total = {k: sum(counts.get(f"{k}:{i}", 0) for i in range(spec.n)) for k in kinds}
     if read is not None and read != sum(total.values()):
@@ -100,14 +101,14 @@ def _summary(
             "please report this"
         )
     if not ses.quiet:
-        _print_summary(command, spec, counts, started)
+        _print_summary(command, ses, spec, counts, started)
     if max_discards is not None and total["discard"] > max_discards:
         raise TooManyDiscards(
             f"{total['discard']} rows discarded, more than --max-discards {max_discards}"
         )
 
 
-def _print_summary(command: str, spec, counts: dict[str, int], started: float) -> None:
+def _print_summary(command: str, ses, spec, counts: dict[str, int], started: float) -> None:
     def part(s: int | None) -> str:
         def get(kind: str) -> int:
             if s is None:
@@ -122,7 +123,7 @@ def _print_summary(command: str, spec, counts: dict[str, int], started: float) -
     head = part(None) + (f", bounds emitted {emitted}" if emitted else "")
     per = "".join(f"; {name}: {part(s)}" for s, name in enumerate(spec.names))
     click.echo(
-        f"evtime {command}: {head}{per}{run.empty_note()} ({time.monotonic() - started:.1f}s)",
+        f"evtime {command}: {head}{per}{ses.run.empty_note()} ({time.monotonic() - started:.1f}s)",
         err=True,
     )
     sys.stderr.flush()
@@ -181,8 +182,8 @@ def merge(**kw) -> None:
         kw.pop("overwrite"),
         kw.pop("discards"),
     )
-    run.added_name("--as", as_)
-    run.added_name("--source-as", source_as)
+    outputs.added_name("--as", as_)
+    outputs.added_name("--source-as", source_as)
     if as_ == source_as:
         raise UsageError("--as and --source-as name the same column")
 
@@ -225,13 +226,13 @@ def merge(**kw) -> None:
         def find(foot, files):
             return engine.early_carry(spec, foot, [f.group for f in files])
 
-        return run.from_footers(find)
+        return inputs.from_footers(find)
 
     ses, inp, spec, df, lay = setup(kw, "merge", check, classify=False, meanwhile=early)
-    read = run.count_read(df, inp)  # on the checkpointed input, before any operator
+    read = inputs.count_read(df, inp)  # on the checkpointed input, before any operator
     copies: dict[str, str] = {}
     if discards:  # (the row's own arrival, reason, bound: kept before the operator adds its)
-        df, copies = run.keep_own(df, lay.schema.names)
+        df, copies = outputs.keep_own(df, lay.schema.names)
     from pyspark.sql import functions as F
 
     from evtime.engine import merge as engine
@@ -246,7 +247,7 @@ def merge(**kw) -> None:
     # own sort, and the discards' words (without a range) from a prefix scan of a few
     # columns (a small input read here: the prefix scan of whole rows, fewer jobs)
     step = None
-    if spec.simple and not (spec.marker or (discards and spec.width) or run.in_driver()):
+    if spec.simple and not (spec.marker or (discards and spec.width) or ses.run.in_driver):
         late = engine.late_rows(df, spec, inp.as_read) if discards else None
         df, step = engine.classify_in_order(
             df, spec, limits, late, inp.as_read, inp.sources, inp.found_early
@@ -274,7 +275,7 @@ def merge(**kw) -> None:
         if step is None:  # (else the step gives them)
             df = engine.with_discard_columns(df, spec, inp.as_read)
         discard_routes = tuple(r for r in routes if r.startswith("discard:"))
-        late = run.discards_sink(
+        late = outputs.discards_sink(
             discards, overwrite, own, (source_as, as_), (as_,), discard_routes, copies, "merge"
         )
         late.derived.update(derived)
@@ -304,9 +305,9 @@ def merge(**kw) -> None:
     if step is None:
         rows = sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind", limits=limits)
     else:
-        step = run.Routed(step, partial(engine.route_numbers, routes), (engine.SRC,))
-    rows = run.with_rejected(rows, inp, route=engine.rejected_route())
-    counts = run.write_and_publish(rows, sinks, lay, step)
+        step = publish.Routed(step, partial(engine.route_numbers, routes), (engine.SRC,))
+    rows = inputs.with_rejected(rows, inp, route=engine.rejected_route())
+    counts = publish.write_and_publish(ses.run, rows, sinks, lay, step)
     _summary("merge", ses, spec, counts, started, read, max_discards)
 
 
@@ -349,7 +350,7 @@ def explain_merge(**kw) -> None:
 
     df = engine.explain(df, spec, inp.as_read).withColumn(ROUTE, engine.route_column())
     own = present.own_columns(lay.schema.names, lay.time_col)
-    run.note_renamed("explain merge", own)
+    summary.note_renamed("explain merge", own)
     hidden = [(ROUTE, ROUTE), (SEQ, SEQ), ("_x_source_bound", "_evt_source_bound")]
     frame = present.explain_frame(df, (), [*own, *hidden])
     cols = [c for c in frame.columns if c not in {h for _, h in hidden}]
@@ -371,7 +372,7 @@ def explain_merge(**kw) -> None:
         engine.source_name(spec),
         engine.rejected_route(),
     )
-    counts = run.write_and_publish(frame, [sink], lay)
+    counts = publish.write_and_publish(ses.run, frame, [sink], lay)
     if plot_path:
         plot.plot(
             frame.withColumnRenamed("_evt_source_bound", "source_bound"),

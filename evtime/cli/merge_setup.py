@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 import re
 
-from evtime.cli import run
+from evtime.runner import context, inputs
 
 _NAME = re.compile(r"[\w.\-]+")
 
@@ -36,12 +36,12 @@ def setup(kw: dict, command: str, check=None, classify: bool = True, stream=None
     """Check options, read the sources (``check(layout)`` before any work on them), and
     classify every row (only prepare it: ``classify=False``).  ``stream``: ``--state``
     (:mod:`evtime.cli.merge_state`): opens the state before Spark, and maps this run's
-    sources to the stream's.  ``meanwhile(spec)``: what run.start runs while Spark starts
+    sources to the stream's.  ``meanwhile(spec)``: what inputs.start runs while Spark starts
     (None: nothing)."""
     from evtime.errors import UsageError
     from evtime.units import duration_ns
 
-    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
     if inp.keys:
         raise UsageError(f"{command} does not take --key: every source is one stream")
     if kw["wait"] is not None and not kw["arrival"]:
@@ -71,14 +71,14 @@ def setup(kw: dict, command: str, check=None, classify: bool = True, stream=None
     )
 
     def checks(lay) -> None:
-        run.column_check("--bound-marker", (spec.marker or (None,))[0], lay.schema.names)
-        run.column_check("--arrival", kw["arrival"], lay.schema.names)
+        inputs.column_check("--bound-marker", (spec.marker or (None,))[0], lay.schema.names)
+        inputs.column_check("--arrival", kw["arrival"], lay.schema.names)
         if check:
             check(lay)
 
     before = stream.opener(names) if stream else None
     during = meanwhile(spec) if meanwhile and not stream else None
-    spark, df, lay, files = run.start(inp, ses, checks, before, during)
+    spark, df, lay, files = inputs.start(inp, ses, checks, before, during)
     groups = [f.group for f in files]
     if stream:
         spec, groups = stream.sources(spec, groups)

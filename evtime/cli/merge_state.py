@@ -9,8 +9,14 @@ from dataclasses import replace
 
 import click
 
-from evtime.cli import run
 from evtime.errors import UsageError
+from evtime.runner import inputs, outputs
+from evtime.runner.state import (
+    NothingToDo,
+    check_state_outputs,
+    state_opener,
+    write_and_commit,
+)
 
 
 class Stream:
@@ -27,7 +33,7 @@ class Stream:
         from evtime.engine.merge_state import Carried
 
         self.given = list(given)
-        inner = run.state_opener(self.kw, "merge", self.options, self.box)
+        inner = state_opener(self.kw, "merge", self.options, self.box)
 
         def open_(files, lay):
             lay = inner(files, lay)
@@ -74,7 +80,7 @@ def stateful(kw: dict, out: dict, check, started: float) -> None:
     """``merge --state DIR [--flush]``; ``out``: the output options merge took from ``kw``."""
     from evtime.cli.merge_setup import sources
 
-    run.check_state_outputs({**kw, **out})
+    check_state_outputs({**kw, **out})
     if kw["join_leave"]:
         raise UsageError(
             "--join-leave cannot be combined with --state (a source's last row is not known "
@@ -90,8 +96,7 @@ def stateful(kw: dict, out: dict, check, started: float) -> None:
     quiet = kw["quiet"]
     try:
         _run(kw, out, check, started, stream)
-    except run.NothingToDo as done:
-        run.stop_progress()
+    except NothingToDo as done:  # (raised before Spark starts: no progress line yet)
         if not quiet:
             click.echo(str(done), err=True)
     finally:
@@ -109,11 +114,10 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink, output_format
 
-    quiet = kw["quiet"]  # setup takes the session options out of kw
     ses, inp, spec, df, lay = setup(kw, "merge", check, classify=False, stream=stream)
     (stf,) = stream.box
-    good = run.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
-    read = good + run.rejected_count(inp)
+    good = inputs.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + inputs.rejected_count(inp)
     held = stf.read(df.sparkSession, "held.parquet")
     rows, nxt = state.classify(df, spec, stream.carried, held, stf.flush)
     own = lay.schema.names
@@ -133,7 +137,7 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
     if out["discards"]:
         rows = state.with_discard_columns(rows, spec, stream.carried)
         sinks.append(
-            run.discards_sink(
+            outputs.discards_sink(
                 out["discards"],
                 out["overwrite"],
                 own,
@@ -151,7 +155,7 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
     )
     # default mode: sources one after the other, so ties go by source first
     then = (engine.SRC, SEQ) if spec.simple else (SEQ,)
-    rows = run.with_rejected(
+    rows = inputs.with_rejected(
         sort_in_parts(rows, engine.EVT, *then),
         inp,
         {source_as: engine.source_name(spec)},
@@ -168,16 +172,16 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
         "sources": list(spec.names),
         "merge": nxt.to_json(),
     }
-    counts = run.write_and_commit(rows, sinks, lay, stf, state_sinks, meta)
-    summary(spec, counts, started, read, stf.carried, out["max_discards"], quiet)
+    counts = write_and_commit(ses.run, rows, sinks, lay, stf, state_sinks, meta)
+    summary(ses, spec, counts, started, read, stf.carried, out["max_discards"])
 
 
-def summary(spec, counts, started, read, carried, max_discards, quiet) -> None:
+def summary(ses, spec, counts, started, read, carried, max_discards) -> None:
     """``read R, carried C, released X, discarded D, held H`` (+ bound rows), then per
     source; checks R + C = X + D + H + bound rows (a mismatch is an internal error)."""
     from evtime.errors import EvtimeError, TooManyDiscards
 
-    run.stop_progress()
+    ses.run.stop_progress()
 
     def get(kind: str, s: int | None = None) -> int:
         if s is None:
@@ -191,7 +195,7 @@ def summary(spec, counts, started, read, carried, max_discards, quiet) -> None:
             f"discarded {disc} + bound rows {bnd} + held {held} = {out + disc + bnd + held}; "
             "please report this"
         )
-    if not quiet:
+    if not ses.quiet:
         b = f", bound rows {bnd}" if bnd else ""
         head = f"read {read}, carried {carried}, released {out}, discarded {disc}, held {held}{b}"
         per = "".join(

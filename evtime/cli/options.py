@@ -152,7 +152,7 @@ flushable_input_options = _stack(
     section="Input",
 )
 
-# the text of CSV outputs (csvkit / xsv names); checked and applied by evtime.cli.run
+# the text of CSV outputs (csvkit / xsv names); checked and applied by evtime.runner.outputs
 csv_options = (
     click.option(
         "--delimiter",

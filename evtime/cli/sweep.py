@@ -6,11 +6,12 @@ import time
 
 import click
 
-from evtime.cli import options, run
+from evtime.cli import options
 from evtime.cli.bound import bound_options, check_columns, spec_of
 from evtime.cli.lazy import LazyGroup
 from evtime.cli.merge import merge_options
 from evtime.cli.merge_setup import setup
+from evtime.runner import context, inputs, publish
 from evtime.units import UNITS
 
 # columns of the result, after the setting's own column
@@ -60,7 +61,7 @@ def _seconds(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e9
 
 
-def _publish(spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool) -> None:
+def _publish(run, spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool) -> None:
     """Write the (small) table of settings like explain writes its rows; the setting's
     column is an integer when ``numeric``, else text (durations)."""
     import pyarrow as pa
@@ -84,7 +85,7 @@ def _publish(spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool
     fmt = explain_format(kw["fmt"], kw["output"])
     sink = Sink("sweep", ("out",), kw["output"], fmt, [setting, *COLUMNS], [], kw["overwrite"])
     # none of these columns is the input's own: no input type to restore
-    run.write_and_publish(frame, [sink], Layout(pa.schema([]), lay.time_col))
+    publish.write_and_publish(run, frame, [sink], Layout(pa.schema([]), lay.time_col))
 
 
 def _rows(summary, shown: list, setting: str, read: int, bad: int = 0) -> list[dict]:
@@ -119,8 +120,8 @@ def _rows(summary, shown: list, setting: str, read: int, bad: int = 0) -> list[d
     return rows
 
 
-def _done(command: str, ses: run.Session, read: int, n: int, started: float) -> None:
-    run.stop_progress()
+def _done(command: str, ses: context.Session, read: int, n: int, started: float) -> None:
+    ses.run.stop_progress()
     if not ses.quiet:
         click.echo(
             f"evtime sweep {command}: read {read}, {n} settings "
@@ -157,14 +158,14 @@ def sweep_adjust(**kw) -> None:
     and discarded, rows held to the end, the largest hold in arrivals and in time, and the
     mean hold in time."""
     started = time.monotonic()
-    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
     from evtime.engine import sweep as engine
 
-    spark, df, lay, files = run.start(inp, ses)
-    read, bad = run.count_good(df, inp), run.rejected_count(inp)
+    spark, df, lay, files = inputs.start(inp, ses)
+    read, bad = inputs.count_good(df, inp), inputs.rejected_count(inp)
     summary = engine.adjust(df, kw["unit"], kw["ranges"], inp.keys)
     rows = _rows(summary, kw["ranges"], "range", read, bad)
-    _publish(spark, rows, "range", kw, lay, numeric=True)
+    _publish(ses.run, spark, rows, "range", kw, lay, numeric=True)
     _done("adjust", ses, read + bad, len(rows), started)
 
 
@@ -215,11 +216,11 @@ def sweep_merge(**kw) -> None:
         raise UsageError("sweep merge needs --arrival COL (the wait is on that clock)")
     kw["wait"] = None  # the waits are the sweep's settings
     ses, inp, spec, df, lay = setup(kw, "sweep merge", classify=False)
-    read, bad = run.count_good(df, inp), run.rejected_count(inp)
+    read, bad = inputs.count_good(df, inp), inputs.rejected_count(inp)
     summary = engine.merge(df, spec, [ns for _, ns in waits])
     rows = _rows(summary, [t for t, _ in waits], "wait", read, bad)
     out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
-    _publish(df.sparkSession, rows, "wait", out, lay, numeric=False)
+    _publish(ses.run, df.sparkSession, rows, "wait", out, lay, numeric=False)
     _done("merge", ses, read + bad, len(rows), started)
 
 
@@ -269,7 +270,7 @@ def sweep_bound(**kw) -> None:
         raise UsageError("sweep one setting at a time: several --window or several --cti-delay")
     fmt_opt, output, overwrite = kw.pop("fmt"), kw.pop("output"), kw.pop("overwrite")
     kw.pop("aggs"), kw.pop("udafs")
-    ses, inp = run.session_of(kw), run.inputs_of(kw)
+    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
     kw["size"], kw["cti_delay"] = sizes[0][1], delays[0][1]
     spec = spec_of(kw, inp.keys)
     if len(delays) > 1 or (len(sizes) == 1 and spec.bounds == "cti"):
@@ -280,12 +281,12 @@ def sweep_bound(**kw) -> None:
         specs = [dataclasses.replace(spec, size=ns) for _, ns in sizes]
     for s in specs:
         s.check()
-    spark, df, lay, files = run.start(inp, ses, check_columns(spec))
-    read, bad = run.count_good(df, inp), run.rejected_count(inp)
+    spark, df, lay, files = inputs.start(inp, ses, check_columns(spec))
+    read, bad = inputs.count_good(df, inp), inputs.rejected_count(inp)
     summary = engine.bound(df, specs)
     rows = _rows(summary, [t for t, _ in values], setting, read, bad)
     out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
-    _publish(spark, rows, setting, out, lay, numeric=False)
+    _publish(ses.run, spark, rows, setting, out, lay, numeric=False)
     _done("bound", ses, read + bad, len(rows), started)
 
 

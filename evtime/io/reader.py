@@ -848,7 +848,7 @@ def _numbered(spark, df, parts: list[Chunk], rows: dict[int, int]):  # -> DataFr
 
 def read_here(files: list[InputFile], opts: ReadOptions, lay: Layout) -> pa.Table:
     """The rows :func:`read` gives, read in this process as one Arrow table in the types of
-    :func:`spark_schema` (small local inputs only: evtime.cli.run.driver_io)."""
+    :func:`spark_schema` (small local inputs only: evtime.runner.driver.driver_io)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     want = to_arrow_schema(spark_schema(lay, opts))

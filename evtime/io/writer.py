@@ -338,7 +338,7 @@ class _HeldPart:
 class PartStep(Protocol):
     """A step run on every whole part (rows sorted by PART, parts below a number) before
     its rows are routed and written: it yields the part's rows to write, with their ROUTE
-    (evtime.cli.run.Routed around evtime.engine.scan.KeptInPart; explain adjust's
+    (evtime.runner.publish.Routed around evtime.engine.scan.KeptInPart; explain adjust's
     evtime.engine.adjust.parts.Explainer, which also makes the columns it writes).  A step
     may also number the parts itself: ``numbered(batch)`` then gives every batch its
     ``PART`` first (the Explainer with in-place results: a row group each)."""
@@ -493,8 +493,8 @@ def write(
 ) -> dict[str, int]:
     """Run the job: write every sink's parts under ``staging``; rows seen per route, and
     part files written per sink (``FILES`` + name: see :func:`check_parts`).
-    ``in_driver`` (small local inputs, see evtime.cli.run.driver_io, or few rows, see
-    evtime.cli.run.few_rows): the rows come to this process as Arrow and the parts are
+    ``in_driver`` (small local inputs, see evtime.runner.driver.driver_io, or few rows,
+    see evtime.runner.driver.few_rows): the rows come to this process as Arrow and the parts are
     written here, without Python workers.  ``step``: run on each whole part numbered
     below ``step_below`` (reading its ``columns`` too) before it is written.  ``ranges``
     (:class:`~evtime.engine.scan.Ranges`): the parts below ``step_below`` are in runs,
@@ -544,7 +544,7 @@ def write(
     df = df.select(*[c for c in df.columns if c in needed])
     if in_driver:
         # (bounded: inputs of at most EVTIME_DRIVER_IO_MAX bytes, or results known to have
-        # at most EVTIME_DRIVER_ROWS_MAX rows, see evtime.cli.run.few_rows)
+        # at most EVTIME_DRIVER_ROWS_MAX rows, see evtime.runner.driver.few_rows)
         seen = _write_here(df.toArrow(), sinks, lay, staging, step, step_below)
     else:
         # a row per route and task, summed here: no aggregate in Spark, whose stage cost a

@@ -1,0 +1,296 @@
+"""Reading a run's inputs: the command's input options (:class:`Inputs`), checked against
+the input's columns before Spark starts, then Spark started and the input read (lazily)
+by :func:`start`, which fills the run's context (``ses.run``).  Bad rows of
+``--bad-rows discard`` are kept aside and written after the others (:func:`with_rejected`);
+the counts of rows read come from the read itself where it could count them."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import click
+
+from evtime.errors import UsageError
+from evtime.runner.context import SHUFFLE_PARTITIONS, Session, shuffle_for
+from evtime.runner.driver import driver_io, small_input
+from evtime.runner.outputs import DISCARD_COLUMNS, check_outputs, check_staging
+
+
+@dataclass
+class Inputs:
+    inputs: tuple[str, ...]
+    time_col: str | None
+    time_format: str | None
+    tz: str | None
+    input_format: str | None
+    order_by: str | None
+    keys: tuple[str, ...]
+    bad_rows: str = "fail"
+    rejected: object = None  # --bad-rows discard: the bad rows (a DataFrame), set by start()
+    # (good, bad) rows, when start() counted them (or the Parquet footers say)
+    counted: tuple[int, int] | None = None
+    # the least and the greatest input time (ns), when start() read the input itself (or
+    # the Parquet footers say)
+    time_range: tuple[int | None, int | None] | None = None
+    # every row has the same _evt_chunk, when start() read the input itself (one file of at
+    # most 2^20 rows): prefix scans need no carry between chunks
+    one_chunk: bool = False
+    # the rows as read (each Spark partition in arrival order) and, from the Parquet
+    # footers, where the row groups start (an engine.scan.AsRead, set by start())
+    as_read: object = None
+    # merge: each input file's source number (set by its setup)
+    sources: tuple[int, ...] = ()
+    # what start()'s ``meanwhile`` found while Spark started, else None (set by start())
+    found_early: object = None
+    # CSV columns read in the types their text reads as: all (bound, whose --agg computes
+    # with them) but ``text`` (its --bound-marker column), or (None) only the keys and
+    # --order-by: every other column passes through as the text it was
+    text: tuple[str, ...] | None = None
+    # other columns read as time (merge --arrival): CSV keeps their text, as the time's
+    text_times: tuple[str, ...] = ()
+    # the CSV columns read in their text's type also carry their text (bound --discards)
+    keep_text: bool = False
+
+
+def inputs_of(kw: dict) -> Inputs:
+    return Inputs(
+        *(
+            kw.pop(k)
+            for k in (
+                "inputs",
+                "time_col",
+                "time_format",
+                "tz",
+                "input_format",
+                "order_by",
+                "keys",
+                "bad_rows",
+            )
+        )
+    )
+
+
+def column_check(opt: str, col: str | None, names: list[str]) -> None:
+    """A column named by the user (``opt COL``) must exist: the error lists the columns and
+    a close match."""
+    from evtime.io.reader import suggest
+
+    if col is not None and col not in names:
+        raise UsageError(
+            f"{opt}: no column {col!r}; columns: {', '.join(names)}{suggest(col, names)}"
+        )
+
+
+def _pyspark_error_logs(verbose: bool) -> None:
+    """PySpark logs every analysis error it raises as a JSON line on stderr; evtime reports
+    the error itself in one line (the log only with -v)."""
+    from pyspark.logger import PySparkLogger
+
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = not verbose
+
+
+def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=None):
+    """Spark session and the input DataFrame (lazy), checked against the columns it has;
+    ``check(layout)`` runs before Spark starts (usage errors start no JVM).
+    ``before_spark(files, lay) -> lay`` runs once the inputs are known, before Spark
+    starts; with it, no inputs are allowed (it gives the layout).  ``meanwhile(files,
+    lay, opts)`` runs in a thread while Spark starts, for inputs Spark reads (not read
+    here); its result goes to ``inp.found_early`` (None if it failed: the run then does
+    that work itself, and reports what is wrong).  Fills ``ses.run``: the run's empty
+    inputs, whether it reads and writes in this process, its progress line (stopped when the
+    command's click context closes, however it ends)."""
+    from evtime.io import reader
+    from evtime.io.sources import expand_inputs
+    from evtime.session import SessionOptions, build_session
+
+    typed = tuple(c for c in (*inp.keys, inp.order_by) if c)
+    opts = reader.ReadOptions(
+        inp.time_col,
+        inp.time_format,
+        inp.tz,
+        inp.bad_rows,
+        typed,
+        inp.text is not None,
+        inp.text or (),
+        inp.text_times,
+        inp.keep_text,
+    )
+    files, lay = [], None
+    if inp.inputs or before_spark is None:
+        files = expand_inputs(list(inp.inputs), inp.input_format)
+        lay = reader.layout(files, opts)  # fails fast on a missing time column, before Spark
+    run = ses.run
+    run.empty = tuple(reader.empty_inputs(files))
+    if before_spark is not None:
+        lay = before_spark(files, lay)  # without inputs: the layout saved in the state
+    for opt, col in [*(("--key", k) for k in inp.keys), ("--order-by", inp.order_by)]:
+        column_check(opt, col, lay.schema.names)
+    if check:
+        check(lay)
+    check_outputs()
+    sopts = SessionOptions.from_cli(
+        ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server, small_input(files)
+    )
+    check_staging(sopts, ses.staging)
+    run.in_driver = driver_io(files, sopts)
+    if run.in_driver:
+        from evtime.session import DRIVER_IO_CONF
+
+        sopts.conf = {**DRIVER_IO_CONF, **sopts.conf}
+    found = None
+    if meanwhile is not None and files and not run.in_driver:
+        found = in_background(meanwhile, files, lay, opts)
+    spark = build_session(sopts)
+    from evtime.engine.scan import AsRead, order_arrivals
+
+    _pyspark_error_logs(ses.verbose)
+    from evtime.progress import maybe_start
+
+    ctx = click.get_current_context(silent=True)
+    label = "evtime " + (ctx.command_path.split(" ", 1)[-1] if ctx else "")
+    run.progress = maybe_start(spark, label, ses.quiet, bool(ses.remote or ses.reuse_server))
+    if ctx is not None:
+        ctx.call_on_close(run.stop_progress)
+    if files and run.in_driver:
+        table = reader.read_here(files, opts, lay)
+        bad = table.column(reader.BAD).null_count if reader.BAD in table.schema.names else None
+        # counted here: good rows, bad rows (--bad-rows discard)
+        inp.counted = (table.num_rows, 0) if bad is None else (bad, table.num_rows - bad)
+        import pyarrow.compute as pc
+
+        least, most = pc.min_max(table.column(reader.T)).values()
+        inp.time_range = (least.as_py(), most.as_py())
+        first, last = pc.min_max(table.column(reader.CHUNK)).values()
+        inp.one_chunk = first.as_py() == last.as_py()
+        df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
+        # (no streamed scans: they start Python workers, and Spark may evaluate the
+        # partition ids of local rows in this process, where they are all 0)
+        inp.as_read = None
+        how = "read in this process (a small local input)"
+    elif files:
+        from evtime.io import inputs
+
+        df, lay, footing = inputs.read(spark, files, opts, lay)
+        # counted and ranged by the Parquet footers, or as the rows were numbered
+        inp.counted = (footing.good, footing.bad)
+        inp.time_range = (footing.least, footing.greatest)
+        inp.as_read = AsRead(footing.groups or (), footing.times, footing.file_rows)
+        inp.found_early = found() if found else None
+        how = footing.how
+        if SHUFFLE_PARTITIONS not in sopts.conf:
+            shuffle_for(spark, sum(inp.counted))
+    else:  # `--state DIR --flush` without input
+        df = spark.createDataFrame([], reader.spark_schema(lay))
+        how = ""
+    if ses.verbose and how:
+        click.echo(f"evtime: input {how}", err=True)
+    if inp.bad_rows == "discard":
+        # bad rows have no time: they never reach the operator (inp.rejected, see
+        # with_rejected); the others are numbered again so arrivals stay dense
+        from pyspark.sql import functions as F
+
+        inp.rejected = df.where(F.col(reader.BAD).isNotNull())
+        df = df.where(F.col(reader.BAD).isNull()).drop(reader.BAD)
+        if not inp.order_by and (inp.counted[1] if inp.counted else inp.rejected.limit(1).count()):
+            df = order_arrivals(df, reader.SEQ)
+            inp.one_chunk = False  # (numbered again, per Spark partition)
+            inp.as_read = AsRead()  # (no longer the row groups' numbers)
+    if inp.order_by:
+        df = order_arrivals(df, inp.order_by)
+        inp.one_chunk = False
+        inp.as_read = AsRead()
+    return spark, df, lay, files
+
+
+def from_footers(find):  # -> a start() meanwhile
+    """A ``meanwhile`` for :func:`start`: ``find(footing, files)`` with the
+    :class:`~evtime.io.reader.Footing` of local Parquet inputs, from their footers, whose
+    times can be read here (else nothing is found)."""
+
+    def meanwhile(files, lay, opts):
+        from evtime.io.native import footing_here
+
+        foot = footing_here(files, lay, opts)
+        if foot is None or foot.times is None:
+            return None
+        return find(foot, files)
+
+    return meanwhile
+
+
+def in_background(fn, *args):  # -> Callable[[], object]
+    """``fn(*args)`` started in a thread; the returned function waits for its result (None
+    when it raised: the caller does that work itself, and reports what went wrong)."""
+    import threading
+
+    box: list = [None]
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            box[0] = fn(*args)
+
+    thread = threading.Thread(target=run, name="evtime-meanwhile", daemon=True)
+    thread.start()
+
+    def result():
+        thread.join()
+        return box[0]
+
+    return result
+
+
+def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard"):
+    """``df`` followed by the bad rows of ``--bad-rows discard`` (in file order), routed to
+    ``route`` with their reason in ``reason`` plus ``columns`` (name -> Column); columns
+    they lack are null.  Written after ``df``'s rows, whatever its order."""
+    if inp.rejected is None:
+        return df
+    from pyspark.sql import functions as F
+
+    from evtime.engine.scan import AFTER_PARTS
+    from evtime.io.reader import BAD, FILE, PART, ROW, TEXT
+    from evtime.io.writer import ROUTE
+
+    route_col = F.lit(route) if isinstance(route, str) else route
+    bad = inp.rejected.sort(FILE, ROW)
+    # the row's own columns named like the discards' arrival, reason, bound: in df those
+    # names are evtime's (the row's own go in a copy, or in their text): so in the bad rows
+    copies = {c: f"_evt_own_{c}" for c in DISCARD_COLUMNS if f"_evt_own_{c}" in df.columns}
+    theirs = [
+        c
+        for c in DISCARD_COLUMNS
+        if c in bad.columns and (c in copies or f"{TEXT}{c}" in df.columns)
+    ]
+    if theirs:
+        bad = bad.withColumns({copies[c]: F.col(c) for c in theirs if c in copies})
+        bad = bad.drop(*theirs)
+    bad = bad.withColumns({ROUTE: route_col, "reason": F.col(BAD), **(columns or {})})
+    bad = bad.select(*[c for c in df.columns if c in bad.columns])
+    types = dict(df.dtypes)
+    missing = {c: F.lit(None).cast(types[c]) for c in df.columns if c not in bad.columns}
+    if missing:  # (Spark Connect refuses withColumns({}): an AssertionError in its plan)
+        bad = bad.withColumns(missing)
+    if PART in df.columns:  # df is in numbered parts: the bad rows' parts come after them all
+        bad = bad.withColumn(PART, F.lit(AFTER_PARTS) + F.spark_partition_id())
+    return df.unionByName(bad.select(*df.columns))
+
+
+def rejected_count(inp: Inputs) -> int:
+    if inp.counted is not None:
+        return inp.counted[1]
+    return 0 if inp.rejected is None else inp.rejected.count()
+
+
+def count_read(df, inp: Inputs | None = None) -> int:
+    """Rows read, counted on the input itself (checkpointed: no second read of the files),
+    so the summary's accounting is a real check of the operator; bad rows count."""
+    if inp is None:
+        return df.count()
+    return count_good(df, inp) + rejected_count(inp)
+
+
+def count_good(df, inp: Inputs) -> int:
+    """Rows read that are not bad input (counted by start() when it read them itself)."""
+    return inp.counted[0] if inp.counted is not None else df.count()
