@@ -240,8 +240,8 @@ def definitive(
     (null: none yet), i.e. the exclusive prefix max per source, for free.
 
     A prefix scan of the vector of per-source maxima: per (chunk, source) maxima -> the
-    vector carried into each chunk (a window over that small table) -> one grouped pass
-    per chunk that runs the vector through the chunk's rows with numpy, in blocks.
+    vector carried into each chunk (:func:`_carried`) -> one grouped pass per chunk that
+    runs the vector through the chunk's rows with numpy, in blocks (:func:`_in_blocks`).
     Without --join-leave every source is attached from start to end; with it, from its
     first arrival to just before its last one is counted.  ``init``: each source's bound
     before the first arrival (``--state``: carried from earlier runs; None: none).
@@ -261,36 +261,15 @@ def definitive(
         if right is not None and right.num_rows:
             at = values_of(right.column(SRC))
             cur[at] = np.maximum(cur[at], values_of(right.column("_carry")))
-        seq = values_of(left.column(SEQ))
-        src = values_of(left.column(SRC))
-        con = values_of(left.column(contrib).fill_null(NEG))
-        lag = values_of(left.column(LAG).fill_null(NEG))
-        f_arr, l_arr = np.array(first, np.int64), np.array(last, np.int64)
-        m = len(seq)
-        d, arg, own = np.empty(m, np.int64), np.empty(m, np.int32), np.empty(m, np.int64)
-        step = max(1, (1 << 20) // n)
-        for lo in range(0, m, step):
-            hi = min(m, lo + step)
-            k = hi - lo
-            rows = np.arange(k)
-            vec = np.full((k, n), NEG, np.int64)
-            vec[rows, src[lo:hi]] = con[lo:hi]
-            vec[0] = np.maximum(vec[0], cur)
-            np.maximum.accumulate(vec, axis=0, out=vec)
-            own[lo] = cur[src[lo]]
-            own[lo + 1 : hi] = vec[rows[:-1], src[lo + 1 : hi]]
-            cur = vec[-1].copy()
-            if join_leave:
-                s = seq[lo:hi, None]
-                attached = (f_arr[None, :] <= s) & (s < l_arr[None, :])
-                vec = np.where(attached, vec, POS)
-                nobody = ~attached.any(axis=1)
-            else:
-                nobody = np.zeros(k, bool)
-            a = vec.argmin(axis=1)
-            dd = np.maximum(vec[rows, a], lag[lo:hi])
-            dd[nobody], a[nobody] = POS, -1
-            d[lo:hi], arg[lo:hi] = dd, a
+        d, arg, own = _in_blocks(
+            cur,
+            values_of(left.column(SEQ)),
+            values_of(left.column(SRC)),
+            values_of(left.column(contrib).fill_null(NEG)),
+            values_of(left.column(LAG).fill_null(NEG)),
+            (first, last) if join_leave else None,
+            n,
+        )
         return (
             left.append_column(out, pa.array(d, pa.int64()))
             .append_column(out_arg, pa.array(arg, pa.int32()))
@@ -299,6 +278,14 @@ def definitive(
 
     if fx.chunks == 1:  # nothing to carry: one grouped pass
         return df.groupBy(CHUNK).applyInArrow(lambda table: run(table), schema)
+    carry = _carried(df, contrib)
+    return df.groupBy(CHUNK).cogroup(carry.groupBy(CHUNK)).applyInArrow(run, schema)
+
+
+def _carried(df: DataFrame, contrib: str) -> DataFrame:
+    """Per (chunk, source): ``_carry``, the greatest ``contrib`` of the source's rows in
+    the chunks before it (a window over the small per-(chunk, source) table; no row where
+    there is none): what each chunk's pass starts from."""
     per = df.groupBy(CHUNK, SRC).agg(F.max(contrib).alias("_m"))
     grid = (
         df.select(F.col(CHUNK).alias("_gc"))
@@ -311,12 +298,49 @@ def definitive(
         )
     )
     earlier = Window.partitionBy("_gs").orderBy("_gc").rowsBetween(UNBOUNDED, -1)
-    carry = grid.select(
+    return grid.select(
         F.col("_gc").alias(CHUNK),
         F.col("_gs").alias(SRC),
         F.max("_m").over(earlier).alias("_carry"),
     ).where(F.col("_carry").isNotNull())
-    return df.groupBy(CHUNK).cogroup(carry.groupBy(CHUNK)).applyInArrow(run, schema)
+
+
+def _in_blocks(cur, seq, src, con, lag, attach, n: int) -> tuple:
+    """One chunk's rows (sorted by arrival ``seq``, of source ``src``, contributing
+    ``con``, ``lag`` = now - wait) run through ``cur`` (the n sources' bounds before
+    them), in blocks of about 2^20 cells: (D, the source holding it or -1, the row's own
+    source's bound before it), numpy arrays.  ``attach``: (first, last) arrivals per source
+    (--join-leave: attached in [first, last)); None: every source attached."""
+    import numpy as np
+
+    if attach is not None:
+        f_arr, l_arr = np.array(attach[0], np.int64), np.array(attach[1], np.int64)
+    m = len(seq)
+    d, arg, own = np.empty(m, np.int64), np.empty(m, np.int32), np.empty(m, np.int64)
+    step = max(1, (1 << 20) // n)
+    for lo in range(0, m, step):
+        hi = min(m, lo + step)
+        k = hi - lo
+        rows = np.arange(k)
+        vec = np.full((k, n), NEG, np.int64)
+        vec[rows, src[lo:hi]] = con[lo:hi]
+        vec[0] = np.maximum(vec[0], cur)
+        np.maximum.accumulate(vec, axis=0, out=vec)
+        own[lo] = cur[src[lo]]
+        own[lo + 1 : hi] = vec[rows[:-1], src[lo + 1 : hi]]
+        cur = vec[-1].copy()
+        if attach is not None:
+            s = seq[lo:hi, None]
+            attached = (f_arr[None, :] <= s) & (s < l_arr[None, :])
+            vec = np.where(attached, vec, POS)
+            nobody = ~attached.any(axis=1)
+        else:
+            nobody = np.zeros(k, bool)
+        a = vec.argmin(axis=1)
+        dd = np.maximum(vec[rows, a], lag[lo:hi])
+        dd[nobody], a[nobody] = POS, -1
+        d[lo:hi], arg[lo:hi] = dd, a
+    return d, arg, own
 
 
 # ---------------------------------------------------------------------------- searches

@@ -229,22 +229,9 @@ def sweep(
 # --------------------------------------------------------------- on Spark
 
 
-def evaluate(
-    rows,  # DataFrame: keys, time, seq and one column per call (_evt_u<j>)
-    keys: Sequence[str],
-    calls: Sequence[Call],
-    time: str,
-    seq: str,
-    size: int,
-    slide: int,
-    offset: int,
-    inclusive: bool,
-    start_col: str,
-):  # -> DataFrame(keys..., start_col, alias per call)
-    """The user aggregates of every (key, window), one sequential sweep per key."""
-    import pyarrow as pa
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import to_arrow_type
+def _result_schema(rows, keys: Sequence[str], calls: Sequence[Call], start_col: str):
+    """The Spark schema of :func:`evaluate`'s result: the keys as ``rows`` has them, the
+    window's start (bigint), then each call's alias as its ``result_type``."""
     from pyspark.sql.types import (
         BooleanType,
         DoubleType,
@@ -264,14 +251,78 @@ def evaluate(
         "string": StringType(),
         "boolean": BooleanType(),
     }
+    fields = [rows.schema[k] for k in keys]
+    fields.append(StructField(start_col, LongType()))
+    fields += [StructField(c.alias, spark_types[c.result_type]) for c in calls]
+    return StructType(fields)
+
+
+def _swept(times: list, values: list[list], calls: Sequence[Call], *window) -> tuple:
+    """:func:`sweep` of one key's rows (``window``: size, slide, offset, inclusive) as
+    columns: the windows' starts, and per call its results; an exception of the user's code
+    becomes one line that names the aggregates (raised in the task)."""
+    starts: list[int] = []
+    results: list[list] = [[] for _ in calls]
+    try:
+        for s, res in sweep(times, values, calls, *window):
+            starts.append(s)
+            for j, r in enumerate(res):
+                results[j].append(r)
+    except Exception as err:  # the user's code: say whose, in one line
+        names = ", ".join(sorted({c.name for c in calls}))
+        raise in_task(
+            EvtimeError(f"user aggregate ({names}) failed: {type(err).__name__}: {err}")
+        ) from None
+    return starts, results
+
+
+def _result_array(results: list, call: Call, arrow_type):
+    """One call's results as Arrow of ``arrow_type``; a result that does not fit it (too
+    big an int, another type) is one line that names the aggregate (raised in the task)."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(results, arrow_type)
+    except OverflowError:  # (a Python int past the type: no Arrow message)
+        top = 1 << (31 if call.result_type == "int" else 63)
+        big = next((v for v in results if isinstance(v, int) and not -top <= v < top), "")
+        raise in_task(
+            EvtimeError(
+                f"user aggregate {call.name}: result() {big} does not fit a "
+                f"{call.result_type} (set result_type on the class, e.g. 'double')"
+            )
+        ) from None
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
+        raise in_task(
+            EvtimeError(
+                f"user aggregate {call.name}: result() is not a "
+                f"{call.result_type} (set result_type on the class): {err}"
+            )
+        ) from None
+
+
+def evaluate(
+    rows,  # DataFrame: keys, time, seq and one column per call (_evt_u<j>)
+    keys: Sequence[str],
+    calls: Sequence[Call],
+    time: str,
+    seq: str,
+    size: int,
+    slide: int,
+    offset: int,
+    inclusive: bool,
+    start_col: str,
+):  # -> DataFrame(keys..., start_col, alias per call)
+    """The user aggregates of every (key, window), one sequential sweep per key."""
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import to_arrow_type
+
     group = list(keys)
     if not group:
         rows = rows.withColumn("_evt_g", F.lit(0))
         group = ["_evt_g"]
-    fields = [rows.schema[k] for k in keys]
-    fields.append(StructField(start_col, LongType()))
-    fields += [StructField(c.alias, spark_types[c.result_type]) for c in calls]
-    schema = StructType(fields)
+    schema = _result_schema(rows, keys, calls, start_col)
     arrow_types = [to_arrow_type(f.dataType) for f in schema.fields]
     ucols = [f"_evt_u{j}" for j in range(len(calls))]
     key_names = list(keys)
@@ -280,18 +331,7 @@ def evaluate(
         table = table.sort_by([(time, "ascending"), (seq, "ascending")])
         times = table.column(time).to_pylist()
         values = [table.column(c).to_pylist() for c in ucols]
-        starts: list[int] = []
-        results: list[list] = [[] for _ in calls]
-        try:
-            for s, res in sweep(times, values, calls, size, slide, offset, inclusive):
-                starts.append(s)
-                for j, r in enumerate(res):
-                    results[j].append(r)
-        except Exception as err:  # the user's code: say whose, in one line
-            names = ", ".join(sorted({c.name for c in calls}))
-            raise in_task(
-                EvtimeError(f"user aggregate ({names}) failed: {type(err).__name__}: {err}")
-            ) from None
+        starts, results = _swept(times, values, calls, size, slide, offset, inclusive)
         m = len(starts)
         cols = [
             pa.array([table.column(k)[0].as_py() if m else None] * m, arrow_types[i])
@@ -299,24 +339,7 @@ def evaluate(
         ]
         cols.append(pa.array(starts, pa.int64()))
         for j, r in enumerate(results):
-            try:
-                cols.append(pa.array(r, arrow_types[len(key_names) + 1 + j]))
-            except OverflowError:  # (a Python int past the type: no Arrow message)
-                top = 1 << (31 if calls[j].result_type == "int" else 63)
-                big = next((v for v in r if isinstance(v, int) and not -top <= v < top), "")
-                raise in_task(
-                    EvtimeError(
-                        f"user aggregate {calls[j].name}: result() {big} does not fit a "
-                        f"{calls[j].result_type} (set result_type on the class, e.g. 'double')"
-                    )
-                ) from None
-            except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
-                raise in_task(
-                    EvtimeError(
-                        f"user aggregate {calls[j].name}: result() is not a "
-                        f"{calls[j].result_type} (set result_type on the class): {err}"
-                    )
-                ) from None
+            cols.append(_result_array(r, calls[j], arrow_types[len(key_names) + 1 + j]))
         return pa.Table.from_arrays(
             cols,
             schema=pa.schema(

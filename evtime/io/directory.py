@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from evtime.errors import OutputError, UsageError
+from evtime.io import atomic
 from evtime.io.staging import fs_of
 
 MANIFEST = "_SUCCESS"
@@ -258,9 +259,8 @@ class Directory:
             if local:
                 os.makedirs(root, exist_ok=True)
                 tmp = f"{root}/.{MANIFEST}.{self.run}"
-                with open(tmp, "wb") as fh:
+                with atomic.written(f"{root}/{MANIFEST}", tmp=tmp) as fh:
                     fh.write(data)
-                os.replace(tmp, f"{root}/{MANIFEST}")
             else:
                 fs.pipe_file(f"{root}/{MANIFEST}", data)  # (one PUT)
         except OSError as err:

@@ -125,72 +125,84 @@ def _step(ax, xs, ys, last, **style) -> None:
         ax.step([*xs, last], [*ys, ys[-1]], where="post", **style)
 
 
-def draw(pic: Picture, path: str, per_source_until_last: bool = False) -> None:
-    """Draw ``pic`` to ``path`` (format from its extension).  ``per_source_until_last``:
-    a source's bound line ends at its last arrival (sources that leave)."""
-    import matplotlib
+@dataclass(frozen=True)
+class _Scale:
+    """The y axis: event times as ``unit``s (``per`` ns each) after the round ``t0``."""
 
-    matplotlib.use("Agg")
-    matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text
-    import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
-    from matplotlib.ticker import MaxNLocator
+    t0: int
+    unit: str
+    per: int
 
-    rows = sorted(pic.rows, key=lambda r: r["arrival"])
-    times = [
-        t
-        for r in rows
-        for t in (_t(r.get("evtime")), _t(r.get("time")), _t(r.get("bound")))
-        if t is not None
-    ]
-    times += [t for w in pic.windows for t in (w["start"], w["end"])]
-    t0 = min(times, default=0)
-    unit, per = _y_unit(max(times, default=0) - t0)
-    t0 -= t0 % per  # a round origin: whole seconds, minutes, ...
+    @classmethod
+    def of(cls, pic: Picture, rows: list[dict]) -> _Scale:
+        """The scale that holds every time of ``rows`` and of ``pic``'s windows."""
+        times = [
+            t
+            for r in rows
+            for t in (_t(r.get("evtime")), _t(r.get("time")), _t(r.get("bound")))
+            if t is not None
+        ]
+        times += [t for w in pic.windows for t in (w["start"], w["end"])]
+        t0 = min(times, default=0)
+        unit, per = _y_unit(max(times, default=0) - t0)
+        return cls(t0 - t0 % per, unit, per)  # a round origin: whole seconds, minutes, ...
 
-    def y(ns):
+    def y(self, ns):
+        """``ns`` on the axis (None for no time)."""
         ns = _t(ns)
-        return None if ns is None else (ns - t0) / per
+        return None if ns is None else (ns - self.t0) / self.per
 
-    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
-    last = max((r["arrival"] for r in rows), default=0) + 1  # the end of input
-    keys = list(dict.fromkeys([r.get("key") for r in rows] + [w.get("key") for w in pic.windows]))
-    few = len(keys) <= len(SOURCE_COLOURS)
-    many = "per key" if len(keys) > 1 else ""
 
-    def colour(key, default: str) -> str:
-        if len(keys) <= 1 or not few:
+@dataclass(frozen=True)
+class _Keys:
+    """The keys that split the stream, in order of appearance: a colour each when they are
+    few, and legend labels that name them (or say "per key")."""
+
+    keys: list
+
+    @property
+    def few(self) -> bool:
+        return len(self.keys) <= len(SOURCE_COLOURS)
+
+    def colour(self, key, default: str) -> str:
+        if len(self.keys) <= 1 or not self.few:
             return default
-        return SOURCE_COLOURS[keys.index(key) % len(SOURCE_COLOURS)]
+        return SOURCE_COLOURS[self.keys.index(key) % len(SOURCE_COLOURS)]
 
-    def label(what: str, key, first: bool) -> str | None:
-        if len(keys) <= 1:
-            return what if first else None
-        if few:
-            return f"{what}, {key}" if first else None
-        return f"{what}, {many}" if first else None
+    def label(self, what: str, key, first: bool) -> str | None:
+        if not first:
+            return None
+        if len(self.keys) <= 1:
+            return what
+        return f"{what}, {key}" if self.few else f"{what}, per key"
+
+
+def _draw_windows(ax, pic: Picture, sc: _Scale, ks: _Keys, last: int) -> None:
+    """Each window a rectangle (its time span, from first row to closing arrival), a mark
+    where it closed, or where it was flushed at the end of input (``last``)."""
+    from matplotlib.patches import Rectangle
 
     labelled: set[str] = set()
     for w in pic.windows:
         closed = w["closed"] if w["closed"] is not None else last
         x0 = w["opened"] - 0.4
-        c = colour(w.get("key"), "#2ca02c")
+        c = ks.colour(w.get("key"), "#2ca02c")
         what = "window: its time span, from first row to closing arrival"
-        tag = f"{what}/{w.get('key') if few else ''}"
+        tag = f"{what}/{w.get('key') if ks.few else ''}"
         ax.add_patch(
             Rectangle(
-                (x0, y(w["start"])),
+                (x0, sc.y(w["start"])),
                 closed + 0.4 - x0,
-                y(w["end"]) - y(w["start"]),
+                sc.y(w["end"]) - sc.y(w["start"]),
                 facecolor=c,
                 edgecolor=c,
                 alpha=0.12,
                 lw=0.8,
-                label=label(what, w.get("key"), tag not in labelled),
+                label=ks.label(what, w.get("key"), tag not in labelled),
             )
         )
         labelled.add(tag)
-    ends = [(w["closed"], y(w["end"])) for w in pic.windows if w["closed"] is not None]
+    ends = [(w["closed"], sc.y(w["end"])) for w in pic.windows if w["closed"] is not None]
     if ends:
         ax.scatter(
             *zip(*ends, strict=True),
@@ -201,7 +213,7 @@ def draw(pic: Picture, path: str, per_source_until_last: bool = False) -> None:
             zorder=4,
             label="window closed: the bound reached its end",
         )
-    flushed = [(last, y(w["end"])) for w in pic.windows if w["closed"] is None]
+    flushed = [(last, sc.y(w["end"])) for w in pic.windows if w["closed"] is None]
     if flushed:
         ax.scatter(
             *zip(*flushed, strict=True),
@@ -211,64 +223,81 @@ def draw(pic: Picture, path: str, per_source_until_last: bool = False) -> None:
             zorder=4,
             label="window flushed at the end of input",
         )
-    sources = "source_bound" in (rows[0] if rows else {})
-    for key in keys:
+
+
+def _draw_bounds(
+    ax, pic: Picture, rows: list[dict], sc: _Scale, ks: _Keys, last: int, sources: bool
+) -> None:
+    """Per key: the held range and reference time (when the rows carry ``ref``), and the
+    bound as a step line (faint and wide under the sources' own bounds, with ``sources``)."""
+    for key in ks.keys:
         mine = [r for r in rows if r.get("key") == key]
         xs = [r["arrival"] for r in mine]
         if mine and "ref" in mine[0]:
             ax.fill_between(
                 [*xs, last],
-                [math.nan if y(r["bound"]) is None else y(r["bound"]) for r in [*mine, mine[-1]]],
-                [math.nan if y(r["ref"]) is None else y(r["ref"]) for r in [*mine, mine[-1]]],
+                [
+                    math.nan if sc.y(r["bound"]) is None else sc.y(r["bound"])
+                    for r in [*mine, mine[-1]]
+                ],
+                [math.nan if sc.y(r["ref"]) is None else sc.y(r["ref"]) for r in [*mine, mine[-1]]],
                 step="post",
-                color=colour(key, "#2ca02c"),
+                color=ks.colour(key, "#2ca02c"),
                 alpha=0.15,
-                label=label("held range [ref - range, ref]", key, True),
+                label=ks.label("held range [ref - range, ref]", key, True),
             )
             _step(
                 ax,
                 xs,
-                [y(r["ref"]) for r in mine],
+                [sc.y(r["ref"]) for r in mine],
                 last,
-                color=colour(key, "#2ca02c"),
+                color=ks.colour(key, "#2ca02c"),
                 lw=1,
-                label=label("reference time", key, True),
+                label=ks.label("reference time", key, True),
             )
         style = (
             {"color": "black", "lw": 4, "alpha": 0.25}  # under the sources' own bounds
             if sources
-            else {"color": colour(key, "black"), "lw": 1.4 if few else 0.6}
+            else {"color": ks.colour(key, "black"), "lw": 1.4 if ks.few else 0.6}
         )
         _step(
             ax,
             xs,
-            [y(r["bound"]) for r in mine],
+            [sc.y(r["bound"]) for r in mine],
             last,
-            label=label(pic.bound_label, key, True),
+            label=ks.label(pic.bound_label, key, True),
             **style,
         )
-    if sources:
-        names = list(dict.fromkeys(r["source"] for r in rows))
-        for i, s in enumerate(names):
-            pts = [(r["arrival"], y(r["source_bound"])) for r in rows if r["source"] == s]
-            pts = [(x, v) for x, v in pts if v is not None]
-            if pts:
-                px, py = zip(*pts, strict=True)
-                # a source's bound moves only at its own arrivals
-                end = px[-1] + 1 if per_source_until_last else last
-                _step(
-                    ax,
-                    list(px),
-                    list(py),
-                    end,
-                    color=SOURCE_COLOURS[i % len(SOURCE_COLOURS)],
-                    lw=1.3,
-                    ls="--",
-                    label=f"bound of {_short(s)}",
-                )
+
+
+def _draw_sources(ax, rows: list[dict], sc: _Scale, last: int, until_last: bool) -> None:
+    """Each source's own bound, dashed, moving only at its own arrivals; it ends at its
+    last arrival with ``until_last``, else at the end of input (``last``)."""
+    names = list(dict.fromkeys(r["source"] for r in rows))
+    for i, s in enumerate(names):
+        pts = [(r["arrival"], sc.y(r["source_bound"])) for r in rows if r["source"] == s]
+        pts = [(x, v) for x, v in pts if v is not None]
+        if pts:
+            px, py = zip(*pts, strict=True)
+            end = px[-1] + 1 if until_last else last
+            _step(
+                ax,
+                list(px),
+                list(py),
+                end,
+                color=SOURCE_COLOURS[i % len(SOURCE_COLOURS)],
+                lw=1.3,
+                ls="--",
+                label=f"bound of {_short(s)}",
+            )
+
+
+def _draw_rows(ax, rows: list[dict], sc: _Scale) -> None:
+    """A mark per row at (arrival, its event time or else its time), by decision (SVG: a
+    group ``rows-<decision>`` each)."""
     for decision, c in COLOURS.items():
         pts = [
-            (r["arrival"], y(r["evtime"] if r["evtime"] is not None else r["time"]))
+            (r["arrival"], sc.y(r["evtime"] if r["evtime"] is not None else r["time"]))
             for r in rows
             if r["decision"] == decision
         ]
@@ -282,6 +311,12 @@ def draw(pic: Picture, path: str, per_source_until_last: bool = False) -> None:
                 zorder=5,
                 gid=f"rows-{decision}",  # (SVG: <g id="rows-released">, one mark a row)
             )
+
+
+def _finish(ax, pic: Picture, sc: _Scale) -> None:
+    """Title (with what was sampled), axes, legend and grid."""
+    from matplotlib.ticker import MaxNLocator
+
     notes = []
     if pic.k > 1:
         notes.append(f"sampled: 1 in {pic.k} of {pic.total} arrivals, and every discard")
@@ -290,10 +325,35 @@ def draw(pic: Picture, path: str, per_source_until_last: bool = False) -> None:
     ax.set_title(pic.title + ("\n" + "; ".join(notes) if notes else ""), fontsize=10)
     ax.set_xlabel("arrival")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylabel(f"event time, {unit} after {_iso(t0)}")
+    ax.set_ylabel(f"event time, {sc.unit} after {_iso(sc.t0)}")
     ax.legend(fontsize=8, loc="best")
     ax.grid(alpha=0.3)
     ax.autoscale_view()
+
+
+def draw(pic: Picture, path: str, per_source_until_last: bool = False) -> None:
+    """Draw ``pic`` to ``path`` (format from its extension).  ``per_source_until_last``:
+    a source's bound line ends at its last arrival (sources that leave)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    matplotlib.rcParams["svg.fonttype"] = "none"  # SVG text stays text
+    import matplotlib.pyplot as plt
+
+    rows = sorted(pic.rows, key=lambda r: r["arrival"])
+    sc = _Scale.of(pic, rows)
+    fig, ax = plt.subplots(figsize=(10, 5.5), dpi=110)
+    last = max((r["arrival"] for r in rows), default=0) + 1  # the end of input
+    ks = _Keys(
+        list(dict.fromkeys([r.get("key") for r in rows] + [w.get("key") for w in pic.windows]))
+    )
+    _draw_windows(ax, pic, sc, ks, last)
+    sources = "source_bound" in (rows[0] if rows else {})
+    _draw_bounds(ax, pic, rows, sc, ks, last, sources)
+    if sources:
+        _draw_sources(ax, rows, sc, last, per_source_until_last)
+    _draw_rows(ax, rows, sc)
+    _finish(ax, pic, sc)
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

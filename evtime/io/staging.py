@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Iterator
 
 from evtime.errors import OutputError, UsageError
+from evtime.io import atomic
 
 try:
     import fcntl
@@ -336,10 +337,8 @@ def put(path: str, data: bytes) -> None:
     another name then renamed, on an object store in one PUT."""
     if not is_url(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{uuid.uuid4().hex}"
-        with open(tmp, "wb") as f:
+        with atomic.written(path) as f:
             f.write(data)
-        os.replace(tmp, path)
         return
     fs, p = fs_of(path)
     if on_object_store(path):

@@ -42,6 +42,7 @@ import click
 
 from evtime import __version__
 from evtime.errors import EvtimeError, UsageError
+from evtime.io import atomic
 from evtime.io.crash import InjectedCrash, crash_point  # noqa: F401 (the crash points: here too)
 
 FORMAT = 1
@@ -49,11 +50,8 @@ FORMAT = 1
 
 def _write_json(path: str, obj: dict) -> None:
     tmp = f"{path}.tmp-{uuid.uuid4().hex[:8]}"
-    with open(tmp, "w") as fh:
+    with atomic.written(path, "w", fsync=True, tmp=tmp) as fh:
         json.dump(obj, fh, indent=1, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
 
 
 def _read_json(path: str) -> dict | None:

@@ -501,74 +501,163 @@ def write(
     one per Spark partition, in order; each task checks it holds only its own and, when
     done, leaves the file ``done-<partition>`` (see :class:`Early`); :class:`EachPart`:
     the parts are wherever the rows were read, and a task leaves ``done-<part>`` for each
-    part it has written."""
-    if isinstance(df, LocalRows):
-        return _write_here(df.table, sinks, lay, staging, step, step_below)
-    from pyspark.sql import functions as F
+    part it has written.  The way it is written: :func:`choose`."""
+    job = Job(sinks, lay, staging, step, step_below)
+    return choose(df, job, in_driver, ranges).run(df, job)
 
-    def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        number = getattr(step, "numbered", None)
-        if number is not None:  # (its parts numbered here)
-            batches = map(number, batches)
-        if ranges is None:
-            seen = _write_parts(batches, sinks, lay, staging, step, step_below)
-        elif isinstance(ranges, EachPart):
-            seen = _write_parts(batches, sinks, lay, staging, step, step_below, mark_done)
-        else:
-            from pyspark import TaskContext
 
-            i = TaskContext.get().partitionId()
-            mine = ranges.parts(i) if i < ranges.n else range(0)
-            seen = _write_parts(
-                _in_range(batches, mine, step_below), sinks, lay, staging, step, step_below
-            )
-            mark_done(i)
-        if seen:
-            yield pa.RecordBatch.from_pydict(
-                {"route": list(seen), "rows": list(seen.values())},
-                schema=pa.schema([("route", pa.string()), ("rows", pa.int64())]),
-            )
+@dataclass(frozen=True)
+class Job:
+    """What every write plan writes: the sinks and layout, the staging directory, the
+    step run on each whole part numbered below ``step_below``."""
 
-    def mark_done(i: int) -> None:
-        shared.put(done_path(staging, i), b"")
+    sinks: list[Sink]
+    lay: Layout
+    staging: str
+    step: PartStep | None = None
+    step_below: int = 0
 
-    if not sinks and ROUTE in df.columns:
-        # nothing to write, rows only counted: in Spark, without Python workers
+    def parts(
+        self, batches: Iterator[pa.RecordBatch], done: Callable[[int], None] | None = None
+    ) -> dict[str, int]:
+        """:func:`_write_parts` of rows sorted by ``PART``."""
+        return _write_parts(
+            batches, self.sinks, self.lay, self.staging, self.step, self.step_below, done
+        )
+
+    def here(self, rows: pa.Table) -> dict[str, int]:
+        """:func:`_write_parts` of rows in this process, in the order of their partitions: a
+        stable sort by ``PART`` keeps each part's own order (Arrow's sort is stable)."""
+        import pyarrow.compute as pc
+
+        rows = rows.take(pc.sort_indices(rows.column(PART)))
+        return self.parts(iter(rows.to_batches()))
+
+    def mark_done(self, i: int) -> None:
+        """Leave ``done-<i>`` (a part or partition written: see :class:`Early`)."""
+        shared.put(done_path(self.staging, i), b"")
+
+    def frame(self, df):
+        """``df`` with its ``PART`` (the Spark partition when it has none) and only the
+        columns the sinks and the step read: not the engine's own."""
+        from pyspark.sql import functions as F
+
+        if PART not in df.columns:  # no parts: the Spark partitions are in order
+            df = df.withColumn(PART, F.spark_partition_id().cast("long"))
+        needed = {PART, ROUTE, *(c for s in self.sinks for c in s.reads())}
+        needed |= set(self.step.columns if self.step is not None else ())
+        return df.select(*[c for c in df.columns if c in needed])
+
+
+class WritePlan(Protocol):
+    """One way to write a job: ``run(df, job)`` writes ``job``'s parts of ``df``, and gives
+    the rows seen per route (and ``FILES`` + name per sink)."""
+
+    def run(self, df, job: Job) -> dict[str, int]: ...
+
+
+class LocalHere:
+    """Rows already in this process (:class:`LocalRows`): written here, no Spark job."""
+
+    def run(self, df: LocalRows, job: Job) -> dict[str, int]:
+        return job.here(df.table)
+
+
+class CountsOnly:
+    """No sinks, a ``ROUTE``: the rows only counted, in Spark, without Python workers."""
+
+    def run(self, df, job: Job) -> dict[str, int]:
         counts = df.groupBy(ROUTE).count().collect()  # one row per route
         return {r[ROUTE]: r["count"] for r in counts}
-    if PART not in df.columns:  # no parts: the Spark partitions are in order
-        df = df.withColumn(PART, F.spark_partition_id().cast("long"))
-    # only what the sinks write goes to Python (as Arrow): not the engine's own columns
-    needed = {PART, ROUTE, *(c for s in sinks for c in s.reads())}
-    needed |= set(step.columns if step is not None else ())
-    df = df.select(*[c for c in df.columns if c in needed])
-    if in_driver:
-        # (bounded: inputs of at most EVTIME_DRIVER_IO_MAX bytes, or results known to have
-        # at most EVTIME_DRIVER_ROWS_MAX rows, see evtime.runner.driver.few_rows)
-        seen = _write_here(df.toArrow(), sinks, lay, staging, step, step_below)
-    else:
-        # a row per route and task, summed here: no aggregate in Spark, whose stage cost a
-        # job after the writing one (the driver hears from every task anyway)
-        seen = {}
-        for r in df.mapInArrow(write_partition, "route string, rows long").collect():
+
+
+class InDriver:
+    """The rows fetched to this process as Arrow and written here (bounded: inputs of at
+    most EVTIME_DRIVER_IO_MAX bytes, or results known to have at most
+    EVTIME_DRIVER_ROWS_MAX rows: see evtime.runner.driver.few_rows)."""
+
+    def run(self, df, job: Job) -> dict[str, int]:
+        return job.here(job.frame(df).toArrow())
+
+
+class InTasks:
+    """Each Spark task writes its partition (:meth:`task`, run where the rows are) and
+    reports a row per route; summed here (no aggregate in Spark, whose stage would cost a
+    job after the writing one: the driver hears from every task anyway)."""
+
+    def run(self, df, job: Job) -> dict[str, int]:
+        def write_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            seen = self.task(batches, job)
+            if seen:
+                yield pa.RecordBatch.from_pydict(
+                    {"route": list(seen), "rows": list(seen.values())},
+                    schema=pa.schema([("route", pa.string()), ("rows", pa.int64())]),
+                )
+
+        seen: dict[str, int] = {}
+        for r in job.frame(df).mapInArrow(write_partition, "route string, rows long").collect():
             seen[r["route"]] = seen.get(r["route"], 0) + r["rows"]
-    return seen
+        return seen
+
+    def task(self, batches: Iterator[pa.RecordBatch], job: Job) -> dict[str, int]:
+        """Write one partition's rows (sorted by ``PART``): rows seen per route."""
+        return job.parts(batches)
 
 
-def _write_here(
-    rows: pa.Table,
-    sinks: list[Sink],
-    lay: Layout,
-    staging: str,
-    step: PartStep | None,
-    step_below: int,
-) -> dict[str, int]:
-    """:func:`_write_parts` of rows in this process, in the order of their partitions: a
-    stable sort by ``PART`` keeps each part's own order (Arrow's sort is stable)."""
-    import pyarrow.compute as pc
+class WithNumbering(InTasks):
+    """:class:`InTasks` whose step numbers the parts itself: every batch gets its ``PART``
+    from ``step.numbered`` first, then is written as ``then`` writes it."""
 
-    rows = rows.take(pc.sort_indices(rows.column(PART)))
-    return _write_parts(iter(rows.to_batches()), sinks, lay, staging, step, step_below)
+    def __init__(self, then: InTasks):
+        self.then = then
+
+    def task(self, batches: Iterator[pa.RecordBatch], job: Job) -> dict[str, int]:
+        return self.then.task(map(job.step.numbered, batches), job)
+
+
+class WithPartMarks(InTasks):
+    """:class:`InTasks` for :class:`EachPart`: a task leaves ``done-<part>`` for each part
+    as soon as it is written."""
+
+    def task(self, batches: Iterator[pa.RecordBatch], job: Job) -> dict[str, int]:
+        return job.parts(batches, job.mark_done)
+
+
+class WithRangeChecks(InTasks):
+    """:class:`InTasks` for :class:`~evtime.engine.scan.Ranges`: a task checks it holds
+    no part below ``step_below`` outside its partition's run (:func:`_in_range`), and
+    leaves ``done-<partition>`` when done."""
+
+    def __init__(self, ranges):
+        self.ranges = ranges
+
+    def task(self, batches: Iterator[pa.RecordBatch], job: Job) -> dict[str, int]:
+        from pyspark import TaskContext
+
+        i = TaskContext.get().partitionId()
+        mine = self.ranges.parts(i) if i < self.ranges.n else range(0)
+        seen = job.parts(_in_range(batches, mine, job.step_below))
+        job.mark_done(i)
+        return seen
+
+
+def choose(df, job: Job, in_driver: bool = False, ranges=None) -> WritePlan:
+    """How :func:`write` writes ``df``: the first that holds (see docs/ARCHITECTURE.md)."""
+    if isinstance(df, LocalRows):
+        return LocalHere()
+    if not job.sinks and ROUTE in df.columns:
+        return CountsOnly()
+    if in_driver:
+        return InDriver()
+    if ranges is None:
+        tasks = InTasks()
+    elif isinstance(ranges, EachPart):
+        tasks = WithPartMarks()
+    else:
+        tasks = WithRangeChecks(ranges)
+    if getattr(job.step, "numbered", None) is not None:  # (its parts numbered in the task)
+        return WithNumbering(tasks)
+    return tasks
 
 
 def _in_range(

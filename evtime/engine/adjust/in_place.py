@@ -25,8 +25,6 @@ Parts: the gap of group ``g`` is part ``2g``, zone ``k`` part ``2k - 1``
 
 from __future__ import annotations
 
-import os
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
@@ -293,7 +291,7 @@ class OrderedInPlace:
     def _leave(self, zone: int, group: int, rows: pa.Table) -> None:
         """The group's rows of a zone, in a file (written whole under another name, then
         renamed: a task run again writes the same rows)."""
-        from evtime.io import staging
+        from evtime.io import atomic, staging
 
         path = _zone_path(self.where, zone, group)
         if staging.is_url(path):  # (in memory, then one PUT: a zone is a few rows)
@@ -302,10 +300,12 @@ class OrderedInPlace:
                 out.write_table(rows)
             staging.put(path, sink.getvalue().to_pybytes())
             return
-        tmp = f"{path}.{uuid.uuid4().hex}"
-        with pa.OSFile(tmp, "wb") as sink, pa.ipc.new_file(sink, rows.schema) as out:
+        with (
+            atomic.replacing(path) as tmp,
+            pa.OSFile(tmp, "wb") as sink,
+            pa.ipc.new_file(sink, rows.schema) as out,
+        ):
             out.write_table(rows)
-        os.replace(tmp, path)
 
 
 MOST_HERE = 1 << 18  # the most zone and next-group rows the pass keeps (else: the search job)
