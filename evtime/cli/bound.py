@@ -519,8 +519,8 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
     out_frame, key_lay = _output(
         bs.released(w, stf.flush), spec, names, sinks[0], lay, stf.st.arrivals + good
     )
-    state = bs.next_state(cl, carried, spec)
-    frame = bs.routed(cl, held, state, spec, stf.flush, bool(kw["discards"]))
+    kept = bs.next_state(cl, carried, spec)
+    frame = bs.routed(cl, held, kept, spec, stf.flush, bool(kw["discards"]))
     frame = inputs.with_rejected(frame, inp)
     own = lay.schema.names
 
