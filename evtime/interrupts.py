@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import signal
+import socketserver
 import sys
 import threading
 import time
@@ -79,8 +80,11 @@ def _handle(signum: int, frame) -> None:
 
 def _quiet() -> None:
     """Nothing more on stderr from what the interrupt breaks: Py4J's logged socket errors,
-    exceptions in ``__del__`` (``reentrant call``) or in PySpark's threads."""
+    exceptions in ``__del__`` (``reentrant call``) or in PySpark's threads, and the
+    report PySpark's accumulator server (a :mod:`socketserver`) prints when the JVM it
+    serves is gone."""
     logging.getLogger("py4j").setLevel(logging.CRITICAL + 1)
+    socketserver.BaseServer.handle_error = lambda _server, _request, _address: None
     sys.unraisablehook = lambda _unraisable: None
     threading.excepthook = lambda _args: None
 
