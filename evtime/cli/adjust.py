@@ -8,7 +8,7 @@ import time
 import click
 
 from evtime.cli import options
-from evtime.runner import context, inputs, outputs, publish, state, summary
+from evtime.runner import inputs, outputs, publish, state, summary
 
 EXAMPLES = """
 \b
@@ -21,7 +21,7 @@ Examples:
 
 @click.command(cls=options.Command, epilog=EXAMPLES)
 @options.adjust_options
-@options._stack(
+@options.stack(
     click.option(
         "--as",
         "as_",
@@ -59,7 +59,7 @@ def adjust(**kw) -> None:
 
 def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
     started = time.monotonic()
-    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
+    ses, inp = options.session(kw), inputs.inputs_of(kw)
     from evtime.engine import adjust as engine
     from evtime.engine.adjust import choose, in_place
     from evtime.errors import UsageError

@@ -7,15 +7,9 @@ import time
 import click
 
 from evtime.cli import options
-from evtime.cli.explain import (
-    explain_format,
-    explain_output,
-    file_source,
-    plot_option,
-    plot_title,
-    rejected_frame,
-)
-from evtime.runner import context, driver, inputs, outputs, publish, state, summary
+from evtime.cli.explain import explain_output, plot_option, plot_title
+from evtime.runner import driver, inputs, outputs, publish, state, summary
+from evtime.runner.explained import explain_format, file_source, rejected_frame
 from evtime.units import UNITS
 
 EXAMPLES = """
@@ -37,13 +31,13 @@ _duration = options.duration
 
 
 def bound_options(agg_required: bool):
-    return options._stack(
+    return options.stack(
         _window_options(agg_required), _bounds_from, options.marker_options, _bound_sources
     )
 
 
 def _window_options(agg_required: bool):
-    return options._stack(
+    return options.stack(
         click.option(
             "--window",
             "size",
@@ -104,7 +98,7 @@ _bounds_from = options.section(
         "generated CTIs (cti).",
     ),
 )
-_bound_sources = options._stack(
+_bound_sources = options.stack(
     click.option(
         "--cti-every",
         type=click.IntRange(min=1),
@@ -324,7 +318,7 @@ def bound(**kw) -> None:
     says no more rows can enter it, with the arrival that closed it; rows below the bound
     are dropped or moved up to it."""
     started = time.monotonic()
-    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
+    ses, inp = options.session(kw), inputs.inputs_of(kw)
     spec = spec_of(kw, inp.keys)
     # (--agg computes with CSV columns: read as their text reads, but the marker column)
     inp.text = (spec.marker[0],) if spec.marker else ()
@@ -589,7 +583,7 @@ def explain_bound(**kw) -> None:
         from evtime.io import plot
 
         plot.check_path(plot_path, kw["overwrite"])  # before Spark starts
-    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
+    ses, inp = options.session(kw), inputs.inputs_of(kw)
     spec = spec_of(kw, inp.keys)
     kw.pop("aggs"), kw.pop("udafs")
     from pyspark.sql import functions as F
@@ -599,7 +593,7 @@ def explain_bound(**kw) -> None:
     from evtime.engine.scan import sort_in_parts
     from evtime.io.writer import ROUTE, Sink
 
-    fmt = explain_format(kw["fmt"], kw["output"])
+    fmt = explain_format(kw["fmt"], kw["output"], ses.call.params)
     spark, df, lay, files = inputs.start(inp, ses, check_columns(spec))
     cl = engine.prepare(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
     w, _ = engine.windows(cl, spec, [engine.opened()] if plot_path else [])

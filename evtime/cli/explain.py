@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 
 import click
 
 from evtime.cli import options
 from evtime.cli.lazy import LazyGroup
-from evtime.runner import context, inputs, outputs, publish, summary
+from evtime.runner import inputs, publish, summary
+from evtime.runner.explained import explain_format, file_source, rejected_frame
 
 EXPLAIN_COMMANDS = {
     "adjust": "evtime.cli.explain:explain_adjust",
@@ -39,49 +39,7 @@ def explain() -> None:
     draws it."""
 
 
-def explain_format(fmt: str | None, output: str) -> str:
-    from evtime.io.writer import output_format
-
-    if fmt:
-        return fmt
-    if output == "-":  # (--delimiter, --tsv, --no-header: CSV, even on a terminal)
-        return "table" if sys.stdout.isatty() and not outputs.dialect_given() else "csv"
-    return output_format(output, None)
-
-
 explain_output = options.table_output("the explanation")
-
-
-def file_source(files):
-    """The explain ``source`` of a row: the file it came from."""
-    from pyspark.sql import functions as F
-
-    from evtime.io.reader import FILE
-
-    return F.element_at(F.array(*[F.lit(f.shown) for f in files]), F.col(FILE) + 1)
-
-
-def rejected_frame(frame, inp, own: list[tuple[str, str]], source, route="discard"):
-    """The explain frame followed by the rows of ``--bad-rows discard``: decision
-    discarded, the reason, their source and own columns, nothing else."""
-    if inp.rejected is None:
-        return frame
-    from pyspark.sql import functions as F
-
-    from evtime.engine import present
-    from evtime.io.writer import ROUTE
-
-    shown = {s: c for c, s in own}
-    types = dict(frame.dtypes)
-    # explain's own columns (time, evtime, ...) are unknown: null, not the row's same-named ones
-    cols = {
-        c: F.lit(None).cast(types[c])
-        for c in frame.columns
-        if c not in shown and c not in (ROUTE, "reason", "_evt_seq")
-    }
-    cols.update({"decision": F.lit(present.DISCARDED), "source": source})
-    cols.update({s: F.col(c) for s, c in shown.items() if s != c})
-    return inputs.with_rejected(frame, inp, cols, route)
 
 
 plot_option = options.section(
@@ -129,7 +87,7 @@ def explain_adjust(**kw) -> None:
         from evtime.io import plot
 
         plot.check_path(kw["plot"], kw["overwrite"])  # before Spark starts
-    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
+    ses, inp = options.session(kw), inputs.inputs_of(kw)
 
     from evtime.engine import adjust as engine
     from evtime.engine import present
@@ -158,7 +116,7 @@ def explain_adjust(**kw) -> None:
             "explain",
             ("out", "discard"),
             kw["output"],
-            explain_format(kw["fmt"], kw["output"]),
+            explain_format(kw["fmt"], kw["output"], ses.call.params),
             present.shown_columns(("ref",), own),
             list(present.NS_COLUMNS),
             kw["overwrite"],

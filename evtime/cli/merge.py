@@ -10,15 +10,10 @@ from functools import partial
 import click
 
 from evtime.cli import options
-from evtime.cli.explain import (
-    explain_format,
-    explain_output,
-    plot_option,
-    plot_title,
-    rejected_frame,
-)
+from evtime.cli.explain import explain_output, plot_option, plot_title
 from evtime.cli.merge_setup import setup
 from evtime.runner import inputs, outputs, publish, summary
+from evtime.runner.explained import explain_format, rejected_frame
 from evtime.units import UNITS
 
 EXAMPLES = """
@@ -40,7 +35,7 @@ def _wait(ctx, param, value):
     return value
 
 
-merge_options = options._stack(
+merge_options = options.stack(
     click.option(
         "--arrival",
         metavar="COL",
@@ -129,7 +124,7 @@ def _print_summary(command: str, ses, spec, counts: dict[str, int], started: flo
     sys.stderr.flush()
 
 
-merge_output = options._stack(
+merge_output = options.stack(
     click.option(
         "--emit-bounds",
         is_flag=True,
@@ -354,7 +349,7 @@ def explain_merge(**kw) -> None:
     hidden = [(ROUTE, ROUTE), (SEQ, SEQ), ("_x_source_bound", "_evt_source_bound")]
     frame = present.explain_frame(df, (), [*own, *hidden])
     cols = [c for c in frame.columns if c not in {h for _, h in hidden}]
-    fmt = explain_format(fmt_opt, output)
+    fmt = explain_format(fmt_opt, output, ses.call.params)
     sink = Sink(
         "explain",
         tuple(engine.route_names(spec)),

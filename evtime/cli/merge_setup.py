@@ -6,7 +6,8 @@ from __future__ import annotations
 import os
 import re
 
-from evtime.runner import context, inputs
+from evtime.cli import options
+from evtime.runner import inputs
 
 _NAME = re.compile(r"[\w.\-]+")
 
@@ -41,7 +42,7 @@ def setup(kw: dict, command: str, check=None, classify: bool = True, stream=None
     from evtime.errors import UsageError
     from evtime.units import duration_ns
 
-    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
+    ses, inp = options.session(kw), inputs.inputs_of(kw)
     if inp.keys:
         raise UsageError(f"{command} does not take --key: every source is one stream")
     if kw["wait"] is not None and not kw["arrival"]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import MappingProxyType
 
 import click
 
+from evtime.runner import context
 from evtime.units import UNITS
 
 # --help lists options under these headings, in this order (an option's heading is the
@@ -13,7 +15,7 @@ from evtime.units import UNITS
 SECTIONS = ("Operator", "Windows", "Bounds", "Input", "Output", "Incremental", "Spark", "Other")
 
 
-def _stack(*decorators: Callable, section: str | None = None) -> Callable:
+def stack(*decorators: Callable, section: str | None = None) -> Callable:
     """Apply ``decorators`` as one; their options are listed under ``section`` in --help."""
 
     def apply(f: Callable) -> Callable:
@@ -31,7 +33,7 @@ def _stack(*decorators: Callable, section: str | None = None) -> Callable:
 
 def section(name: str, decorator: Callable) -> Callable:
     """One option decorator whose option is listed under ``name`` in --help."""
-    return _stack(decorator, section=name)
+    return stack(decorator, section=name)
 
 
 class Command(click.Command):
@@ -53,6 +55,21 @@ class Command(click.Command):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         ctx.meta["evtime.args"] = list(args)
         return super().parse_args(ctx, args)
+
+
+def session(kw: dict) -> context.Session:
+    """The running command's Spark options (popped from ``kw``) and what the runner needs
+    of the command line (:class:`evtime.runner.context.Call`); its progress line is
+    stopped when the command's click context closes, however the run ends."""
+    ctx = click.get_current_context()
+    call = context.Call(
+        label="evtime " + ctx.command_path.split(" ", 1)[-1],
+        params=MappingProxyType(dict(ctx.params)),
+        top=MappingProxyType(ctx.find_root().obj or {}),
+    )
+    ses = context.session_of(kw, call)
+    ctx.call_on_close(ses.run.stop_progress)
+    return ses
 
 
 def typed(drop: tuple[str, ...] = (), flags: tuple[str, ...] = ()) -> str:
@@ -140,13 +157,13 @@ _input_rest = (
         help="Each value of COL is an independent stream (repeatable).",
     ),
 )
-input_options = _stack(
+input_options = stack(
     click.argument("inputs", nargs=-1, required=True, metavar="INPUT..."),
     *_input_rest,
     section="Input",
 )
 # for commands with --state: `--state DIR --flush` alone ends a stream without new input
-flushable_input_options = _stack(
+flushable_input_options = stack(
     click.argument("inputs", nargs=-1, required=False, metavar="[INPUT...]"),
     *_input_rest,
     section="Input",
@@ -173,7 +190,7 @@ _output_layout = click.option(
     "written by the Spark tasks, with a manifest _SUCCESS written last (as -o DIR/ does).",
 )
 
-output_options = _stack(
+output_options = stack(
     click.option(
         "-o",
         "--output",
@@ -209,7 +226,7 @@ output_options = _stack(
     section="Output",
 )
 
-session_options = _stack(
+session_options = stack(
     click.option(
         "--master", metavar="URL", help="Spark master (default local[*]; env EVTIME_MASTER)."
     ),
@@ -247,7 +264,7 @@ session_options = _stack(
     section="Spark",
 )
 
-adjust_options = _stack(
+adjust_options = stack(
     click.option(
         "--unit", required=True, type=click.Choice(list(UNITS)), help="Truncate times to this unit."
     ),
@@ -311,7 +328,7 @@ def _tick(ctx, param, value):
 
 
 # bound rows (punctuation) in the input: evtime merge and evtime bound
-marker_options = _stack(
+marker_options = stack(
     click.option(
         "--bound-marker",
         metavar="COL=VALUE",
@@ -338,7 +355,7 @@ marker_options = _stack(
     section="Bounds",
 )
 
-state_options = _stack(
+state_options = stack(
     click.option(
         "--state",
         metavar="DIR",
@@ -361,7 +378,7 @@ TABLE_FORMATS = ["table", "csv", "jsonl", "parquet"]
 def table_output(what: str) -> Callable:
     """``--format``, ``-o``, ``--overwrite`` of commands that print a table (explain, sweep):
     ``what`` is what gets written."""
-    return _stack(
+    return stack(
         click.option(
             "--format",
             "--output-format",

@@ -12,6 +12,7 @@ from evtime.cli.lazy import LazyGroup
 from evtime.cli.merge import merge_options
 from evtime.cli.merge_setup import setup
 from evtime.runner import context, inputs, publish
+from evtime.runner.explained import explain_format
 from evtime.units import UNITS
 
 # columns of the result, after the setting's own column
@@ -61,13 +62,12 @@ def _seconds(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e9
 
 
-def _publish(run, spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool) -> None:
+def _publish(ses, spark, rows: list[dict], setting: str, kw: dict, lay, numeric: bool) -> None:
     """Write the (small) table of settings like explain writes its rows; the setting's
     column is an integer when ``numeric``, else text (durations)."""
     import pyarrow as pa
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-    from evtime.cli.explain import explain_format
     from evtime.io.reader import Layout
     from evtime.io.writer import ROUTE, Sink
 
@@ -82,10 +82,10 @@ def _publish(run, spark, rows: list[dict], setting: str, kw: dict, lay, numeric:
     )
     data = [(r[setting], *[r[c] for c in COLUMNS], "out", i) for i, r in enumerate(rows)]
     frame = spark.createDataFrame(data, schema).coalesce(1).sortWithinPartitions("_evt_order")
-    fmt = explain_format(kw["fmt"], kw["output"])
+    fmt = explain_format(kw["fmt"], kw["output"], ses.call.params)
     sink = Sink("sweep", ("out",), kw["output"], fmt, [setting, *COLUMNS], [], kw["overwrite"])
     # none of these columns is the input's own: no input type to restore
-    publish.write_and_publish(run, frame, [sink], Layout(pa.schema([]), lay.time_col))
+    publish.write_and_publish(ses, frame, [sink], Layout(pa.schema([]), lay.time_col))
 
 
 def _rows(summary, shown: list, setting: str, read: int, bad: int = 0) -> list[dict]:
@@ -158,14 +158,14 @@ def sweep_adjust(**kw) -> None:
     and discarded, rows held to the end, the largest hold in arrivals and in time, and the
     mean hold in time."""
     started = time.monotonic()
-    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
+    ses, inp = options.session(kw), inputs.inputs_of(kw)
     from evtime.engine import sweep as engine
 
     spark, df, lay, files = inputs.start(inp, ses)
     read, bad = inputs.count_good(df, inp), inputs.rejected_count(inp)
     summary = engine.adjust(df, kw["unit"], kw["ranges"], inp.keys)
     rows = _rows(summary, kw["ranges"], "range", read, bad)
-    _publish(ses.run, spark, rows, "range", kw, lay, numeric=True)
+    _publish(ses, spark, rows, "range", kw, lay, numeric=True)
     _done("adjust", ses, read + bad, len(rows), started)
 
 
@@ -220,7 +220,7 @@ def sweep_merge(**kw) -> None:
     summary = engine.merge(df, spec, [ns for _, ns in waits])
     rows = _rows(summary, [t for t, _ in waits], "wait", read, bad)
     out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
-    _publish(ses.run, df.sparkSession, rows, "wait", out, lay, numeric=False)
+    _publish(ses, df.sparkSession, rows, "wait", out, lay, numeric=False)
     _done("merge", ses, read + bad, len(rows), started)
 
 
@@ -270,7 +270,7 @@ def sweep_bound(**kw) -> None:
         raise UsageError("sweep one setting at a time: several --window or several --cti-delay")
     fmt_opt, output, overwrite = kw.pop("fmt"), kw.pop("output"), kw.pop("overwrite")
     kw.pop("aggs"), kw.pop("udafs")
-    ses, inp = context.session_of(kw), inputs.inputs_of(kw)
+    ses, inp = options.session(kw), inputs.inputs_of(kw)
     kw["size"], kw["cti_delay"] = sizes[0][1], delays[0][1]
     spec = spec_of(kw, inp.keys)
     if len(delays) > 1 or (len(sizes) == 1 and spec.bounds == "cti"):
@@ -286,7 +286,7 @@ def sweep_bound(**kw) -> None:
     summary = engine.bound(df, specs)
     rows = _rows(summary, [t for t, _ in values], setting, read, bad)
     out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
-    _publish(ses.run, spark, rows, setting, out, lay, numeric=False)
+    _publish(ses, spark, rows, setting, out, lay, numeric=False)
     _done("bound", ses, read + bad, len(rows), started)
 
 

@@ -109,3 +109,27 @@ def shown_columns(extra_after_bound: tuple[str, ...], own: list[tuple[str, str]]
         if c == "bound":
             cols.extend(extra_after_bound)
     return [*cols, *(shown for _, shown in own)]
+
+
+def source_of_file(names: list[str]) -> Column:
+    """The explain ``source`` of a row: ``names[file]`` for the file number it was read
+    from (:data:`evtime.io.reader.FILE`)."""
+    from evtime.io.reader import FILE
+
+    return F.element_at(F.array(*[F.lit(n) for n in names]), F.col(FILE) + 1)
+
+
+def rejected_columns(
+    frame: DataFrame, own: list[tuple[str, str]], source: Column, skip: tuple[str, ...]
+) -> dict[str, Column]:
+    """The explain columns of a row of ``--bad-rows discard``: decision discarded, its
+    ``source``, its own columns under their shown names; explain's own columns (time,
+    evtime, ...) null, not the row's same-named ones (``skip``: those it has already)."""
+    shown = {s: c for c, s in own}
+    types = dict(frame.dtypes)
+    cols = {
+        c: F.lit(None).cast(types[c]) for c in frame.columns if c not in shown and c not in skip
+    }
+    cols.update({"decision": F.lit(DISCARDED), "source": source})
+    cols.update({s: F.col(c) for s, c in shown.items() if s != c})
+    return cols

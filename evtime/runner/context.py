@@ -5,9 +5,10 @@ from there.  Nothing here outlives the run."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-
-import click
+from types import MappingProxyType
+from typing import Any
 
 
 @dataclass
@@ -17,6 +18,7 @@ class RunContext:
     progress: object = None  # the progress line of this run, if one is shown
     in_driver: bool = False  # it reads and writes in its own process (driver.driver_io)
     empty: tuple[str, ...] = ()  # its inputs that are empty (no rows, no columns)
+    dialect: object = None  # the CSV dialect of its outputs (outputs.Dialect), if given
 
     def stop_progress(self) -> None:
         """The progress line off the terminal (if one is shown)."""
@@ -30,6 +32,21 @@ class RunContext:
             return ""
         names = ", ".join(self.empty[:5]) + (", ..." if len(self.empty) > 5 else "")
         return f"; {len(self.empty)} empty input{'s' if len(self.empty) != 1 else ''} ({names})"
+
+
+_NOTHING: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Call:
+    """What the command line asked for, as the runner needs it (the CLI makes it; the
+    runner reads no click context): the command as typed (``evtime adjust``: the progress
+    line's label), its parameters by name, and the options given before the command
+    (``evtime --reuse-server adjust ...``)."""
+
+    label: str = "evtime"
+    params: Mapping[str, Any] = _NOTHING
+    top: Mapping[str, Any] = _NOTHING
 
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
@@ -61,15 +78,16 @@ class Session:
     reuse_server: bool = False
     staging: str | None = None
     run: RunContext = field(default_factory=RunContext)
+    call: Call = field(default_factory=Call)
 
 
-def session_of(kw: dict) -> Session:
-    """The command's Spark options, with those given before the command (``evtime
-    --reuse-server adjust ...``) where the command has none (--conf: both, its own last)."""
+def session_of(kw: dict, call: Call | None = None) -> Session:
+    """The command's Spark options, with those given before the command (``call.top``:
+    ``evtime --reuse-server adjust ...``) where the command has none (--conf: both, its own
+    last)."""
     keys = ("master", "remote", "conf", "verbose", "quiet", "reuse_server", "staging")
-    ses = Session(*(kw.pop(k, None) for k in keys))
-    ctx = click.get_current_context(silent=True)
-    top = (ctx.find_root().obj if ctx else None) or {}
+    ses = Session(*(kw.pop(k, None) for k in keys), call=call or Call())
+    top = ses.call.top
     ses.master = ses.master or top.get("master")
     ses.remote = ses.remote or top.get("remote")
     ses.conf = (*top.get("conf", ()), *ses.conf)

@@ -99,8 +99,8 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     lay, opts)`` runs in a thread while Spark starts, for inputs Spark reads (not read
     here); its result goes to ``inp.found_early`` (None if it failed: the run then does
     that work itself, and reports what is wrong).  Fills ``ses.run``: the run's empty
-    inputs, whether it reads and writes in this process, its progress line (stopped when the
-    command's click context closes, however it ends)."""
+    inputs, whether it reads and writes in this process, its CSV dialect, its progress line
+    (the caller stops it however the run ends: ``ses.run.stop_progress``)."""
     from evtime.io import reader
     from evtime.io.sources import expand_inputs
     from evtime.session import SessionOptions, build_session
@@ -129,11 +129,11 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
         column_check(opt, col, lay.schema.names)
     if check:
         check(lay)
-    check_outputs()
+    run.dialect = check_outputs(ses.call.params)
     sopts = SessionOptions.from_cli(
         ses.master, ses.remote, ses.conf, ses.verbose, ses.reuse_server, small_input(files)
     )
-    check_staging(sopts, ses.staging)
+    check_staging(sopts, ses.staging, ses.call.params)
     run.in_driver = driver_io(files, sopts)
     if run.in_driver:
         from evtime.session import DRIVER_IO_CONF
@@ -148,11 +148,8 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     _pyspark_error_logs(ses.verbose)
     from evtime.progress import maybe_start
 
-    ctx = click.get_current_context(silent=True)
-    label = "evtime " + (ctx.command_path.split(" ", 1)[-1] if ctx else "")
-    run.progress = maybe_start(spark, label, ses.quiet, bool(ses.remote or ses.reuse_server))
-    if ctx is not None:
-        ctx.call_on_close(run.stop_progress)
+    remote = bool(ses.remote or ses.reuse_server)
+    run.progress = maybe_start(spark, ses.call.label, ses.quiet, remote)
     if files and run.in_driver:
         table = reader.read_here(files, opts, lay)
         bad = table.column(reader.BAD).null_count if reader.BAD in table.schema.names else None

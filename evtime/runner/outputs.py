@@ -6,9 +6,8 @@ adds (:func:`keep_own`, :func:`discards_sink`).  Usage errors raise
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-import click
 
 from evtime.errors import UsageError
 from evtime.runner.summary import note_renamed
@@ -25,18 +24,13 @@ class Dialect:
     header: bool = True
 
 
-def _params() -> dict:
-    ctx = click.get_current_context(silent=True)
-    return ctx.params if ctx else {}
-
-
-def dialect_given(params: dict | None = None) -> bool:
+def dialect_given(params: Mapping) -> bool:
     """Whether the command was given --delimiter, --tsv or --no-header."""
-    p = _params() if params is None else params
+    p = params
     return bool(p.get("delimiter") is not None or p.get("tsv") or p.get("no_header"))
 
 
-def output_formats(params: dict) -> list[tuple[str, str, str]]:
+def output_formats(params: Mapping) -> list[tuple[str, str, str]]:
     """(option, path, format) of the run's -o and --discards (explain's table on a
     terminal: CSV when a CSV option is given, as explain adjust and explain bound choose it)."""
     from evtime.io.writer import output_format
@@ -53,12 +47,12 @@ def output_formats(params: dict) -> list[tuple[str, str, str]]:
     return found
 
 
-def dialect(params: dict | None = None) -> Dialect:
+def dialect(params: Mapping) -> Dialect:
     """The run's CSV dialect from its options, checked (a usage error, exit 2): one ASCII
     character (``\\t``: a tab) that is not a quote or a line break; not both --tsv and
     --delimiter; only where an output of the run is CSV (not with an explicit --format
     table)."""
-    p = _params() if params is None else params
+    p = params
     if not dialect_given(p):
         return Dialect()
     given = [o for o, k in (("--delimiter", "delimiter"), ("--tsv", "tsv")) if p.get(k)]
@@ -85,51 +79,46 @@ def dialect(params: dict | None = None) -> Dialect:
     return Dialect(delim, not p.get("no_header"))
 
 
-def with_dialect(sinks) -> None:
-    """The run's CSV dialect given to its CSV outputs (evtime's own state files are
-    Parquet): the one place the CSV options reach the sinks."""
-    if not dialect_given():
+def with_dialect(sinks, d: Dialect | None) -> None:
+    """The run's CSV dialect ``d`` (None: the default) given to its CSV outputs (evtime's
+    own state files are Parquet): the one place the CSV options reach the sinks."""
+    if d is None:
         return
-    d = dialect()
     for s in sinks:
         if s.fmt == "csv" and not s.raw:
             s.delimiter, s.header = d.delimiter, d.header
 
 
-def check_outputs() -> None:
+def check_outputs(params: Mapping) -> Dialect | None:
     """The command's -o, --discards and --plot refused before Spark starts when two name
     the same file (a usage error), when one cannot be created (its directory missing or
     not writable), or (-o, --discards) when they exist (without --overwrite); the writer
     checks them again before it writes.  With --state, existing ones are checked once the
-    state is read: a rerun of its last committed run writes nothing, whatever is there."""
-    ctx = click.get_current_context(silent=True)
-    params = ctx.params if ctx else {}
+    state is read: a rerun of its last committed run writes nothing, whatever is there.
+    Returns the CSV dialect the options give (None: none given)."""
     from evtime.io.writer import check_creatable, check_distinct, check_path
 
     named = [(opt, params.get(key)) for opt, key in OUTPUT_OPTIONS if params.get(key)]
     from evtime.io import directory
 
     directory.declare(params)  # (--output-layout parts: -o is a directory)
-    dialect(params)  # (a usage error: exit 2)
+    given = dialect(params) if dialect_given(params) else None  # (a usage error: exit 2)
     check_distinct(named)  # (a usage error: exit 2)
     for opt, path in named:  # every output can be created: before the first Spark job
         check_creatable(path, opt)
-    if params.get("state"):
-        return
+    if not params.get("state"):
+        for key in ("output", "discards"):
+            check_path(params.get(key), bool(params.get("overwrite")))
+    return given
 
-    for key in ("output", "discards"):
-        check_path(params.get(key), bool(params.get("overwrite")))
 
-
-def check_staging(sopts, given: str | None = None) -> None:
+def check_staging(sopts, given: str | None, params: Mapping) -> None:
     """Before Spark starts: where the tasks and this process leave each other files
     (evtime.io.staging.configure): ``given`` (--staging) or EVTIME_STAGING, else, with
     tasks on other machines, a prefix beside an object-store output; a staging URL is
     tried once.  Without any, on a cluster, one line that says what to set."""
     from evtime.io.staging import configure
 
-    ctx = click.get_current_context(silent=True)
-    params = ctx.params if ctx else {}
     outputs = [params.get(key) for key in ("output", "discards")]
     configure(given, sopts.elsewhere(), outputs)
 

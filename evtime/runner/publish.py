@@ -60,7 +60,7 @@ def publish_jobs(
     from evtime.io.staging import shared_dir
 
     for _, sinks, _ in jobs:
-        with_dialect(sinks)
+        with_dialect(sinks, run.dialect)
         for s in sinks:
             writer.check_sink(s)
     with shared_dir() as staging:

@@ -178,7 +178,7 @@ def commit_jobs(run: RunContext, sinks, jobs, stf: Stateful, meta: dict) -> dict
     from evtime.io.crash import crash_point
     from evtime.io.staging import shared_dir
 
-    with_dialect(sinks)
+    with_dialect(sinks, run.dialect)
     for s in sinks:
         writer.check_sink(s)
     with shared_dir() as staging:
