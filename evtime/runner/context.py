@@ -34,9 +34,6 @@ class RunContext:
         return f"; {len(self.empty)} empty input{'s' if len(self.empty) != 1 else ''} ({names})"
 
 
-_NOTHING: Mapping[str, Any] = MappingProxyType({})
-
-
 @dataclass(frozen=True)
 class Call:
     """What the command line asked for, as the runner needs it (the CLI makes it; the
@@ -45,8 +42,8 @@ class Call:
     (``evtime --reuse-server adjust ...``)."""
 
     label: str = "evtime"
-    params: Mapping[str, Any] = _NOTHING
-    top: Mapping[str, Any] = _NOTHING
+    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    top: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 SHUFFLE_PARTITIONS = "spark.sql.shuffle.partitions"
