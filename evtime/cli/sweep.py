@@ -85,7 +85,7 @@ def _publish(ses, spark, rows: list[dict], setting: str, kw: dict, lay, numeric:
     fmt = explain_format(kw["fmt"], kw["output"], ses.call.params)
     sink = Sink("sweep", ("out",), kw["output"], fmt, [setting, *COLUMNS], [], kw["overwrite"])
     # none of these columns is the input's own: no input type to restore
-    publish.write_and_publish(ses, frame, [sink], Layout(pa.schema([]), lay.time_col))
+    publish.write_and_publish(ses.run, frame, [sink], Layout(pa.schema([]), lay.time_col))
 
 
 def _rows(summary, shown: list, setting: str, read: int, bad: int = 0) -> list[dict]:
