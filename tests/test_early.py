@@ -34,13 +34,13 @@ def _events(path, n: int, seed: int) -> str:
 
 @pytest.fixture
 def found(monkeypatch):
-    """What each inputs.start found while Spark started (``inp.found_early``), in order."""
+    """What each inputs.start found while Spark started (``Read.found_early``), in order."""
     seen: list = []
     start = reading.start
 
     def recording(inp, *args, **kw):
         got = start(inp, *args, **kw)
-        seen.append(inp.found_early)
+        seen.append(got.found_early)
         return got
 
     monkeypatch.setattr(reading, "start", recording)

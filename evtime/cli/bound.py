@@ -321,8 +321,10 @@ def bound(**kw) -> None:
     ses, inp = options.session(kw), inputs.inputs_of(kw)
     spec = spec_of(kw, inp.keys)
     # (--agg computes with CSV columns: read as their text reads, but the marker column)
-    inp.text = (spec.marker[0],) if spec.marker else ()
-    inp.keep_text = bool(kw["discards"])  # (but the discards are written as they were read)
+    inp = inp.but(
+        text=(spec.marker[0],) if spec.marker else (),
+        keep_text=bool(kw["discards"]),  # (but the discards are written as they were read)
+    )
     record = _state_record(kw, spec, inp)
     items = _items(kw)
     from evtime.errors import UsageError
@@ -338,9 +340,10 @@ def bound(**kw) -> None:
             if not ses.quiet:
                 click.echo(str(done), err=True)
             return
-    spark, df, lay, files = inputs.start(inp, ses, check_columns(spec))
+    got = inputs.start(inp, ses, check_columns(spec))
+    df, lay, files = got.df, got.lay, got.files
     try:
-        _bound(kw, spec, items, ses, inp, started, df, lay)
+        _bound(kw, spec, items, ses, got, started, df, lay)
     except Exception as err:  # a text value an --agg could not read as a number
         said = _cast_problem(err, df, lay, files, items)
         if said is None:
@@ -392,18 +395,18 @@ def _is_text(t) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
-def _bound(kw, spec, items, ses, inp, started, df, lay) -> None:
+def _bound(kw, spec, items, ses, got, started, df, lay) -> None:
     """bound without --state, once the input is read."""
     from evtime.engine import bound as engine
 
-    read = inputs.count_read(df, inp)  # on the checkpointed input, before any operator
+    read = inputs.count_read(df, got)  # on the checkpointed input, before any operator
     sinks, df = _sinks(kw, spec, lay, df)
     if all(isinstance(a, str) for a in items):
-        n = _in_one_pass(ses.run, df, spec, items, sinks, lay, inp, read)
+        n = _in_one_pass(ses.run, df, spec, items, sinks, lay, got, read)
         counts = _counts(n)
         detail = _detail(n, counts)
         return summary.summary("bound", ses, counts, started, read, kw.get("max_discards"), detail)
-    cl = engine.prepare(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
+    cl = engine.prepare(df, spec, one_chunk=got.one_chunk, as_read=got.as_read)
     w, names = _windows(cl, spec, items, lay.schema.names)
     out_frame, key_lay = _output(w, spec, names, sinks[0], lay, read)
     # every arrival is routed (the late rows to --discards, if given): the summary's
@@ -414,13 +417,13 @@ def _bound(kw, spec, items, ses, inp, started, df, lay) -> None:
         rows = engine.late_in_order(rows)
     n = publish.publish_jobs(
         ses.run,
-        [(out_frame, sinks[:1], key_lay), (inputs.with_rejected(rows, inp), sinks[1:], lay)],
+        [(out_frame, sinks[:1], key_lay), (inputs.with_rejected(rows, got), sinks[1:], lay)],
     )
     counts = _counts(n)
     summary.summary("bound", ses, counts, started, read, kw.get("max_discards"), _detail(n, counts))
 
 
-def _in_one_pass(run, df, spec, items, sinks, lay, inp, read: int) -> dict[str, int]:
+def _in_one_pass(run, df, spec, items, sinks, lay, got, read: int) -> dict[str, int]:
     """Without --state or a Python aggregate: one aggregate over the classified rows gives
     the windows, the closing search's points and the route counts
     (:mod:`evtime.engine.bound_tally`); --discards classifies the rows again, for the late
@@ -429,7 +432,7 @@ def _in_one_pass(run, df, spec, items, sinks, lay, inp, read: int) -> dict[str, 
     from evtime.engine import bound as engine
     from evtime.engine import bound_tally
 
-    cl = engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
+    cl = engine.classify(df, spec, one_chunk=got.one_chunk, as_read=got.as_read)
     t, names = _analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     # (the small table: everything below reads it; lazy, so that the first read, which
     # fetches it when small, also fills it: one job fewer)
@@ -451,7 +454,7 @@ def _in_one_pass(run, df, spec, items, sinks, lay, inp, read: int) -> dict[str, 
     if len(sinks) > 1:
         late = engine.routed(bound_tally.late_rows(cl, t, engine.ARRIVAL), spec, True)
         late = engine.late_in_order(late, limits=(1, max(read, 1)))
-        jobs.append((inputs.with_rejected(late, inp), sinks[1:], lay))
+        jobs.append((inputs.with_rejected(late, got), sinks[1:], lay))
     written = publish.publish_jobs(
         run, jobs, [driver.few_rows(run, windows), run.in_driver][: len(jobs)]
     )
@@ -459,7 +462,7 @@ def _in_one_pass(run, df, spec, items, sinks, lay, inp, read: int) -> dict[str, 
     if len(sinks) > 1:
         n["discard"] = written.get("discard", 0)
     else:
-        n["discard"] = n.get("discard", 0) + inputs.rejected_count(inp)
+        n["discard"] = n.get("discard", 0) + inputs.rejected_count(got)
     return n
 
 
@@ -484,30 +487,31 @@ def _stateful(kw, spec, items, record, ses, inp, started) -> None:
     together."""
     box: list = []
     try:
-        spark, df, lay, files = inputs.start(
+        got = inputs.start(
             inp,
             ses,
             check_columns(spec),
             before_spark=state.state_opener(kw, "bound", record, box),
         )
+        spark, df, lay = got.spark, got.df, got.lay
         (stf,) = box
-        _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf)
+        _stateful_run(kw, spec, items, ses, got, started, spark, df, lay, stf)
     finally:
         for stf in box:
             stf.sd.close()  # the lock on DIR
 
 
-def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> None:
+def _stateful_run(kw, spec, items, ses, got, started, spark, df, lay, stf) -> None:
     from evtime.engine import bound as engine
     from evtime.engine import bound_state as bs
     from evtime.io.writer import Sink
 
-    good = inputs.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
-    read = good + inputs.rejected_count(inp)
+    good = inputs.count_good(df, got)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + inputs.rejected_count(got)
     sinks, df = _sinks(kw, spec, lay, df)
     held, carried = stf.read(spark, "held.parquet"), stf.read(spark, "keys.parquet")
     carried = carried if carried is not None else bs.no_state(df, spec)
-    cl = engine.prepare(df, spec, carried, stf.st.arrivals, inp.one_chunk, inp.as_read)
+    cl = engine.prepare(df, spec, carried, stf.st.arrivals, got.one_chunk, got.as_read)
     rows, keep = bs.open_windows(bs.rows_in_windows(cl, held), carried, spec)
     w, names = _windows(cl, spec, items, lay.schema.names, rows, keep)
     out_frame, key_lay = _output(
@@ -515,7 +519,7 @@ def _stateful_run(kw, spec, items, ses, inp, started, spark, df, lay, stf) -> No
     )
     kept = bs.next_state(cl, carried, spec)
     frame = bs.routed(cl, held, kept, spec, stf.flush, bool(kw["discards"]))
-    frame = inputs.with_rejected(frame, inp)
+    frame = inputs.with_rejected(frame, got)
     own = lay.schema.names
 
     def jobs(gen: str) -> list:
@@ -594,8 +598,9 @@ def explain_bound(**kw) -> None:
     from evtime.io.writer import ROUTE, Sink
 
     fmt = explain_format(kw["fmt"], kw["output"], ses.call.params)
-    spark, df, lay, files = inputs.start(inp, ses, check_columns(spec))
-    cl = engine.prepare(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
+    got = inputs.start(inp, ses, check_columns(spec))
+    df, lay, files = got.df, got.lay, got.files
+    cl = engine.prepare(df, spec, one_chunk=got.one_chunk, as_read=got.as_read)
     w, _ = engine.windows(cl, spec, [engine.opened()] if plot_path else [])
     if plot_path:
         w = w.localCheckpoint()  # read by explain and by the picture
@@ -611,7 +616,7 @@ def explain_bound(**kw) -> None:
         .otherwise("out"),
     )
     frame = sort_in_parts(frame, "arrival")
-    frame = rejected_frame(frame, inp, own, file_source(files))
+    frame = rejected_frame(frame, got, own, file_source(files))
     sink = Sink(
         "explain",
         ("out", "discard", "bound"),

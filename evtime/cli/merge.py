@@ -223,8 +223,8 @@ def merge(**kw) -> None:
 
         return inputs.from_footers(find)
 
-    ses, inp, spec, df, lay = setup(kw, "merge", check, classify=False, meanwhile=early)
-    read = inputs.count_read(df, inp)  # on the checkpointed input, before any operator
+    ses, got, spec, df, lay = setup(kw, "merge", check, classify=False, meanwhile=early)
+    read = inputs.count_read(df, got)  # on the checkpointed input, before any operator
     copies: dict[str, str] = {}
     if discards:  # (the row's own arrival, reason, bound: kept before the operator adds its)
         df, copies = outputs.keep_own(df, lay.schema.names)
@@ -237,15 +237,15 @@ def merge(**kw) -> None:
     from evtime.units import truncated_range
 
     # the time range, when known (read here, or in the Parquet footers): no job to find it
-    limits = truncated_range(inp.time_range, spec.unit_ns)
+    limits = truncated_range(got.time_range, spec.unit_ns)
     # sources one after the other, only data rows: the keep flag comes out of the output's
     # own sort, and the discards' words (without a range) from a prefix scan of a few
     # columns (a small input read here: the prefix scan of whole rows, fewer jobs)
     step = None
     if spec.simple and not (spec.marker or (discards and spec.width) or ses.run.in_driver):
-        late = engine.late_rows(df, spec, inp.as_read) if discards else None
+        late = engine.late_rows(df, spec, got.as_read) if discards else None
         df, step = engine.classify_in_order(
-            df, spec, limits, late, inp.as_read, inp.sources, inp.found_early
+            df, spec, limits, late, got.as_read, got.sources, got.found_early
         )
     if step is None:
         df = engine.classify(df, spec)
@@ -268,7 +268,7 @@ def merge(**kw) -> None:
     ]
     if discards:
         if step is None:  # (else the step gives them)
-            df = engine.with_discard_columns(df, spec, inp.as_read)
+            df = engine.with_discard_columns(df, spec, got.as_read)
         discard_routes = tuple(r for r in routes if r.startswith("discard:"))
         late = outputs.discards_sink(
             discards, overwrite, own, (source_as, as_), (as_,), discard_routes, copies, "merge"
@@ -301,7 +301,7 @@ def merge(**kw) -> None:
         rows = sort_in_parts(rows, engine.EVT, SEQ, "_evt_kind", limits=limits)
     else:
         step = publish.Routed(step, partial(engine.route_numbers, routes), (engine.SRC,))
-    rows = inputs.with_rejected(rows, inp, route=engine.rejected_route())
+    rows = inputs.with_rejected(rows, got, route=engine.rejected_route())
     counts = publish.write_and_publish(ses.run, rows, sinks, lay, step)
     _summary("merge", ses, spec, counts, started, read, max_discards)
 
@@ -336,14 +336,14 @@ def explain_merge(**kw) -> None:
         from evtime.io import plot
 
         plot.check_path(plot_path, overwrite)  # before Spark starts
-    ses, inp, spec, df, lay = setup(kw, "explain merge")
+    ses, got, spec, df, lay = setup(kw, "explain merge")
     from evtime.engine import merge as engine
     from evtime.engine import present
     from evtime.engine.scan import sort_in_parts
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink
 
-    df = engine.explain(df, spec, inp.as_read).withColumn(ROUTE, engine.route_column())
+    df = engine.explain(df, spec, got.as_read).withColumn(ROUTE, engine.route_column())
     own = present.own_columns(lay.schema.names, lay.time_col)
     summary.note_renamed("explain merge", own)
     hidden = [(ROUTE, ROUTE), (SEQ, SEQ), ("_x_source_bound", "_evt_source_bound")]
@@ -362,7 +362,7 @@ def explain_merge(**kw) -> None:
     )
     frame = rejected_frame(
         sort_in_parts(frame, "arrival", SEQ),
-        inp,
+        got,
         own,
         engine.source_name(spec),
         engine.rejected_route(),

@@ -52,9 +52,7 @@ def setup(kw: dict, command: str, check=None, classify: bool = True, stream=None
     if (kw["unit"] is None) != (kw["range_"] is None):
         raise UsageError("--unit and --range go together")
     names, paths = sources(inp.inputs)
-    inp.inputs = tuple(paths)
-    if kw["arrival"]:
-        inp.text_times = (kw["arrival"],)
+    inp = inp.but(inputs=tuple(paths), text_times=(kw["arrival"],) if kw["arrival"] else ())
     from evtime.engine import merge as engine
 
     spec = engine.MergeSpec(
@@ -79,27 +77,30 @@ def setup(kw: dict, command: str, check=None, classify: bool = True, stream=None
 
     before = stream.opener(names) if stream else None
     during = meanwhile(spec) if meanwhile and not stream else None
-    spark, df, lay, files = inputs.start(inp, ses, checks, before, during)
+    got = inputs.start(inp, ses, checks, before, during)
+    df, lay, files = got.df, got.lay, got.files
     groups = [f.group for f in files]
     if stream:
         spec, groups = stream.sources(spec, groups)
-    inp.sources = tuple(groups)
-    if inp.rejected is not None:
+    got = got.but(sources=tuple(groups))
+    if got.rejected is not None:
         from pyspark.sql import functions as F
 
         from evtime.io.reader import FILE
 
         of_file = F.array(*[F.lit(g) for g in groups])
-        inp.rejected = inp.rejected.withColumn(engine.SRC, F.element_at(of_file, F.col(FILE) + 1))
+        got = got.but(
+            rejected=got.rejected.withColumn(engine.SRC, F.element_at(of_file, F.col(FILE) + 1))
+        )
     if kw["arrival"]:
         from evtime.engine.scan import AsRead, order_arrivals
 
         df = engine.with_now(
-            df, lay, kw["arrival"], inp.time_format, inp.tz, [f.shown for f in files]
+            df, lay, kw["arrival"], got.time_format, got.tz, [f.shown for f in files]
         )
         df = order_arrivals(df, engine.NOW)
-        inp.as_read = AsRead()  # (numbered again: no longer as read)
+        got = got.but(as_read=AsRead())  # (numbered again: no longer as read)
     df = engine.prepare(df, spec, groups)
     if classify:
         df = engine.classify(df, spec)
-    return ses, inp, spec, df, lay
+    return ses, got, spec, df, lay

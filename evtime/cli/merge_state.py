@@ -114,10 +114,10 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink, output_format
 
-    ses, inp, spec, df, lay = setup(kw, "merge", check, classify=False, stream=stream)
+    ses, got, spec, df, lay = setup(kw, "merge", check, classify=False, stream=stream)
     (stf,) = stream.box
-    good = inputs.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
-    read = good + inputs.rejected_count(inp)
+    good = inputs.count_good(df, got)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + inputs.rejected_count(got)
     held = stf.read(df.sparkSession, "held.parquet")
     rows, nxt = state.classify(df, spec, stream.carried, held, stf.flush)
     own = lay.schema.names
@@ -157,7 +157,7 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
     then = (engine.SRC, SEQ) if spec.simple else (SEQ,)
     rows = inputs.with_rejected(
         sort_in_parts(rows, engine.EVT, *then),
-        inp,
+        got,
         {source_as: engine.source_name(spec)},
         engine.rejected_route(),
     )

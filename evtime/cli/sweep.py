@@ -161,9 +161,10 @@ def sweep_adjust(**kw) -> None:
     ses, inp = options.session(kw), inputs.inputs_of(kw)
     from evtime.engine import sweep as engine
 
-    spark, df, lay, files = inputs.start(inp, ses)
-    read, bad = inputs.count_good(df, inp), inputs.rejected_count(inp)
-    summary = engine.adjust(df, kw["unit"], kw["ranges"], inp.keys)
+    got = inputs.start(inp, ses)
+    spark, df, lay = got.spark, got.df, got.lay
+    read, bad = inputs.count_good(df, got), inputs.rejected_count(got)
+    summary = engine.adjust(df, kw["unit"], kw["ranges"], got.keys)
     rows = _rows(summary, kw["ranges"], "range", read, bad)
     _publish(ses, spark, rows, "range", kw, lay, numeric=True)
     _done("adjust", ses, read + bad, len(rows), started)
@@ -215,8 +216,8 @@ def sweep_merge(**kw) -> None:
     if not kw["arrival"]:
         raise UsageError("sweep merge needs --arrival COL (the wait is on that clock)")
     kw["wait"] = None  # the waits are the sweep's settings
-    ses, inp, spec, df, lay = setup(kw, "sweep merge", classify=False)
-    read, bad = inputs.count_good(df, inp), inputs.rejected_count(inp)
+    ses, got, spec, df, lay = setup(kw, "sweep merge", classify=False)
+    read, bad = inputs.count_good(df, got), inputs.rejected_count(got)
     summary = engine.merge(df, spec, [ns for _, ns in waits])
     rows = _rows(summary, [t for t, _ in waits], "wait", read, bad)
     out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}
@@ -281,8 +282,9 @@ def sweep_bound(**kw) -> None:
         specs = [dataclasses.replace(spec, size=ns) for _, ns in sizes]
     for s in specs:
         s.check()
-    spark, df, lay, files = inputs.start(inp, ses, check_columns(spec))
-    read, bad = inputs.count_good(df, inp), inputs.rejected_count(inp)
+    got = inputs.start(inp, ses, check_columns(spec))
+    spark, df, lay = got.spark, got.df, got.lay
+    read, bad = inputs.count_good(df, got), inputs.rejected_count(got)
     summary = engine.bound(df, specs)
     rows = _rows(summary, [t for t, _ in values], setting, read, bad)
     out = {"fmt": fmt_opt, "output": output, "overwrite": overwrite}

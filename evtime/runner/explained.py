@@ -29,13 +29,13 @@ def file_source(files):  # -> Column
     return source_of_file([f.shown for f in files])
 
 
-def rejected_frame(frame, inp, own: list[tuple[str, str]], source, route="discard"):
+def rejected_frame(frame, got, own: list[tuple[str, str]], source, route="discard"):
     """The explain frame followed by the rows of ``--bad-rows discard``: decision
     discarded, the reason, their source and own columns, nothing else."""
-    if inp.rejected is None:
+    if got.rejected is None:
         return frame
     from evtime.engine.present import rejected_columns
     from evtime.io.writer import ROUTE
 
     cols = rejected_columns(frame, own, source, (ROUTE, "reason", "_evt_seq"))
-    return inputs.with_rejected(frame, inp, cols, route)
+    return inputs.with_rejected(frame, got, cols, route)

@@ -1,13 +1,14 @@
 """Reading a run's inputs: the command's input options (:class:`Inputs`), checked against
 the input's columns before Spark starts, then Spark started and the input read (lazily)
-by :func:`start`, which fills the run's context (``ses.run``).  Bad rows of
+by :func:`start`, which returns what it read and learnt (:class:`Read`, immutable) and
+fills the run's context (``ses.run``).  Bad rows of
 ``--bad-rows discard`` are kept aside and written after the others (:func:`with_rejected`);
 the counts of rows read come from the read itself where it could count them."""
 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import click
 
@@ -17,8 +18,10 @@ from evtime.runner.driver import driver_io, small_input
 from evtime.runner.outputs import DISCARD_COLUMNS, check_outputs, check_staging
 
 
-@dataclass
+@dataclass(frozen=True)
 class Inputs:
+    """The command's input options (what to read and how)."""
+
     inputs: tuple[str, ...]
     time_col: str | None
     time_format: str | None
@@ -27,7 +30,31 @@ class Inputs:
     order_by: str | None
     keys: tuple[str, ...]
     bad_rows: str = "fail"
-    rejected: object = None  # --bad-rows discard: the bad rows (a DataFrame), set by start()
+    # CSV columns read in the types their text reads as: all (bound, whose --agg computes
+    # with them) but ``text`` (its --bound-marker column), or (None) only the keys and
+    # --order-by: every other column passes through as the text it was
+    text: tuple[str, ...] | None = None
+    # other columns read as time (merge --arrival): CSV keeps their text, as the time's
+    text_times: tuple[str, ...] = ()
+    # the CSV columns read in their text's type also carry their text (bound --discards)
+    keep_text: bool = False
+
+    def but(self, **changes) -> Inputs:
+        """These options with ``changes``."""
+        return replace(self, **changes)
+
+
+@dataclass(frozen=True)
+class Read:
+    """What :func:`start` read (the input frame, lazy; its layout and files; the Spark
+    session) and learnt while reading; ``inp``: the options it read with."""
+
+    spark: object
+    df: object
+    lay: object
+    files: list
+    inp: Inputs
+    rejected: object = None  # --bad-rows discard: the bad rows (a DataFrame)
     # (good, bad) rows, when start() counted them (or the Parquet footers say)
     counted: tuple[int, int] | None = None
     # the least and the greatest input time (ns), when start() read the input itself (or
@@ -37,20 +64,22 @@ class Inputs:
     # most 2^20 rows): prefix scans need no carry between chunks
     one_chunk: bool = False
     # the rows as read (each Spark partition in arrival order) and, from the Parquet
-    # footers, where the row groups start (an engine.scan.AsRead, set by start())
+    # footers, where the row groups start (an engine.scan.AsRead)
     as_read: object = None
+    # what start()'s ``meanwhile`` found while Spark started, else None
+    found_early: object = None
     # merge: each input file's source number (set by its setup)
     sources: tuple[int, ...] = ()
-    # what start()'s ``meanwhile`` found while Spark started, else None (set by start())
-    found_early: object = None
-    # CSV columns read in the types their text reads as: all (bound, whose --agg computes
-    # with them) but ``text`` (its --bound-marker column), or (None) only the keys and
-    # --order-by: every other column passes through as the text it was
-    text: tuple[str, ...] | None = None
-    # other columns read as time (merge --arrival): CSV keeps their text, as the time's
-    text_times: tuple[str, ...] = ()
-    # the CSV columns read in their text's type also carry their text (bound --discards)
-    keep_text: bool = False
+
+    def but(self, **changes) -> Read:
+        """This read with ``changes`` (a command's own steps after reading)."""
+        return replace(self, **changes)
+
+    # the options the steps after reading ask for, as read
+    keys = property(lambda self: self.inp.keys)
+    order_by = property(lambda self: self.inp.order_by)
+    time_format = property(lambda self: self.inp.time_format)
+    tz = property(lambda self: self.inp.tz)
 
 
 def inputs_of(kw: dict) -> Inputs:
@@ -91,13 +120,13 @@ def _pyspark_error_logs(verbose: bool) -> None:
         PySparkLogger.getLogger(name).disabled = not verbose
 
 
-def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=None):
-    """Spark session and the input DataFrame (lazy), checked against the columns it has;
-    ``check(layout)`` runs before Spark starts (usage errors start no JVM).
+def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=None) -> Read:
+    """Spark session and the input DataFrame (lazy) as a :class:`Read`, checked against the
+    columns it has; ``check(layout)`` runs before Spark starts (usage errors start no JVM).
     ``before_spark(files, lay) -> lay`` runs once the inputs are known, before Spark
     starts; with it, no inputs are allowed (it gives the layout).  ``meanwhile(files,
     lay, opts)`` runs in a thread while Spark starts, for inputs Spark reads (not read
-    here); its result goes to ``inp.found_early`` (None if it failed: the run then does
+    here); its result goes to ``found_early`` (None if it failed: the run then does
     that work itself, and reports what is wrong).  Fills ``ses.run``: the run's empty
     inputs, whether it reads and writes in this process, its CSV dialect, its progress line
     (the caller stops it however the run ends: ``ses.run.stop_progress``)."""
@@ -150,55 +179,58 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
 
     remote = bool(ses.remote or ses.reuse_server)
     run.progress = maybe_start(spark, ses.call.label, ses.quiet, remote)
+    rejected = counted = time_range = as_read = found_early = None
+    one_chunk = False
     if files and run.in_driver:
         table = reader.read_here(files, opts, lay)
         bad = table.column(reader.BAD).null_count if reader.BAD in table.schema.names else None
         # counted here: good rows, bad rows (--bad-rows discard)
-        inp.counted = (table.num_rows, 0) if bad is None else (bad, table.num_rows - bad)
+        counted = (table.num_rows, 0) if bad is None else (bad, table.num_rows - bad)
         import pyarrow.compute as pc
 
         least, most = pc.min_max(table.column(reader.T)).values()
-        inp.time_range = (least.as_py(), most.as_py())
+        time_range = (least.as_py(), most.as_py())
         first, last = pc.min_max(table.column(reader.CHUNK)).values()
-        inp.one_chunk = first.as_py() == last.as_py()
+        one_chunk = first.as_py() == last.as_py()
         df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
         # (no streamed scans: they start Python workers, and Spark may evaluate the
         # partition ids of local rows in this process, where they are all 0)
-        inp.as_read = None
         how = "read in this process (a small local input)"
     elif files:
         from evtime.io import inputs
 
         df, lay, footing = inputs.read(spark, files, opts, lay)
         # counted and ranged by the Parquet footers, or as the rows were numbered
-        inp.counted = (footing.good, footing.bad)
-        inp.time_range = (footing.least, footing.greatest)
-        inp.as_read = AsRead(footing.groups or (), footing.times, footing.file_rows)
-        inp.found_early = found() if found else None
+        counted = (footing.good, footing.bad)
+        time_range = (footing.least, footing.greatest)
+        as_read = AsRead(footing.groups or (), footing.times, footing.file_rows)
+        found_early = found() if found else None
         how = footing.how
         if SHUFFLE_PARTITIONS not in sopts.conf:
-            shuffle_for(spark, sum(inp.counted))
+            shuffle_for(spark, sum(counted))
     else:  # `--state DIR --flush` without input
         df = spark.createDataFrame([], reader.spark_schema(lay))
         how = ""
     if ses.verbose and how:
         click.echo(f"evtime: input {how}", err=True)
     if inp.bad_rows == "discard":
-        # bad rows have no time: they never reach the operator (inp.rejected, see
+        # bad rows have no time: they never reach the operator (Read.rejected, see
         # with_rejected); the others are numbered again so arrivals stay dense
         from pyspark.sql import functions as F
 
-        inp.rejected = df.where(F.col(reader.BAD).isNotNull())
+        rejected = df.where(F.col(reader.BAD).isNotNull())
         df = df.where(F.col(reader.BAD).isNull()).drop(reader.BAD)
-        if not inp.order_by and (inp.counted[1] if inp.counted else inp.rejected.limit(1).count()):
+        if not inp.order_by and (counted[1] if counted else rejected.limit(1).count()):
             df = order_arrivals(df, reader.SEQ)
-            inp.one_chunk = False  # (numbered again, per Spark partition)
-            inp.as_read = AsRead()  # (no longer the row groups' numbers)
+            one_chunk = False  # (numbered again, per Spark partition)
+            as_read = AsRead()  # (no longer the row groups' numbers)
     if inp.order_by:
         df = order_arrivals(df, inp.order_by)
-        inp.one_chunk = False
-        inp.as_read = AsRead()
-    return spark, df, lay, files
+        one_chunk = False
+        as_read = AsRead()
+    return Read(
+        spark, df, lay, files, inp, rejected, counted, time_range, one_chunk, as_read, found_early
+    )
 
 
 def from_footers(find):  # -> a start() meanwhile
@@ -238,11 +270,11 @@ def in_background(fn, *args):  # -> Callable[[], object]
     return result
 
 
-def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard"):
+def with_rejected(df, got: Read, columns: dict | None = None, route="discard"):
     """``df`` followed by the bad rows of ``--bad-rows discard`` (in file order), routed to
     ``route`` with their reason in ``reason`` plus ``columns`` (name -> Column); columns
     they lack are null.  Written after ``df``'s rows, whatever its order."""
-    if inp.rejected is None:
+    if got.rejected is None:
         return df
     from pyspark.sql import functions as F
 
@@ -251,7 +283,7 @@ def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard")
     from evtime.io.writer import ROUTE
 
     route_col = F.lit(route) if isinstance(route, str) else route
-    bad = inp.rejected.sort(FILE, ROW)
+    bad = got.rejected.sort(FILE, ROW)
     # the row's own columns named like the discards' arrival, reason, bound: in df those
     # names are evtime's (the row's own go in a copy, or in their text): so in the bad rows
     copies = {c: f"_evt_own_{c}" for c in DISCARD_COLUMNS if f"_evt_own_{c}" in df.columns}
@@ -274,20 +306,20 @@ def with_rejected(df, inp: Inputs, columns: dict | None = None, route="discard")
     return df.unionByName(bad.select(*df.columns))
 
 
-def rejected_count(inp: Inputs) -> int:
-    if inp.counted is not None:
-        return inp.counted[1]
-    return 0 if inp.rejected is None else inp.rejected.count()
+def rejected_count(got: Read) -> int:
+    if got.counted is not None:
+        return got.counted[1]
+    return 0 if got.rejected is None else got.rejected.count()
 
 
-def count_read(df, inp: Inputs | None = None) -> int:
+def count_read(df, got: Read | None = None) -> int:
     """Rows read, counted on the input itself (checkpointed: no second read of the files),
     so the summary's accounting is a real check of the operator; bad rows count."""
-    if inp is None:
+    if got is None:
         return df.count()
-    return count_good(df, inp) + rejected_count(inp)
+    return count_good(df, got) + rejected_count(got)
 
 
-def count_good(df, inp: Inputs) -> int:
+def count_good(df, got: Read) -> int:
     """Rows read that are not bad input (counted by start() when it read them itself)."""
-    return inp.counted[0] if inp.counted is not None else df.count()
+    return got.counted[0] if got.counted is not None else df.count()
