@@ -70,7 +70,7 @@ def _adjust(kw: dict, shared: contextlib.ExitStack) -> None:
     outputs.added_name("--as", kw["as_"])
     if kw["emit_bounds"] and "=" not in (kw["bound_marker"] or ""):
         raise UsageError("--emit-bounds needs --bound-marker COL=VALUE (how bound rows look)")
-    state.check_state_outputs(kw)
+    state.check_state_outputs(state.StateArgs.of(kw))
     if not inp.inputs and not kw["flush"]:
         raise UsageError("missing INPUT (only --state DIR --flush runs without one)")
     if kw["state"]:
@@ -130,7 +130,8 @@ def _stateful(kw, spec, ses, inp, started) -> None:
     options = {"--unit": spec.unit, "--range": spec.range, "--key": list(spec.keys)}
     options["--order-by"] = inp.order_by
     try:
-        got = inputs.start(inp, ses, before_spark=state.state_opener(kw, "adjust", options, box))
+        opener = state.state_opener(state.StateArgs.of(kw), "adjust", options, box)
+        got = inputs.start(inp, ses, before_spark=opener)
         spark, df, lay = got.spark, got.df, got.lay
         (stf,) = box
         _stateful_run(kw, spec, ses, got, started, spark, df, lay, stf)

@@ -329,7 +329,7 @@ def bound(**kw) -> None:
     items = _items(kw)
     from evtime.errors import UsageError
 
-    state.check_state_outputs(kw)
+    state.check_state_outputs(state.StateArgs.of(kw))
     if not inp.inputs and not kw["flush"]:
         raise UsageError("missing INPUT (only --state DIR --flush runs without one)")
     if kw["state"]:
@@ -491,7 +491,7 @@ def _stateful(kw, spec, items, record, ses, inp, started) -> None:
             inp,
             ses,
             check_columns(spec),
-            before_spark=state.state_opener(kw, "bound", record, box),
+            before_spark=state.state_opener(state.StateArgs.of(kw), "bound", record, box),
         )
         spark, df, lay = got.spark, got.df, got.lay
         (stf,) = box

@@ -13,6 +13,7 @@ from evtime.errors import UsageError
 from evtime.runner import inputs, outputs
 from evtime.runner.state import (
     NothingToDo,
+    StateArgs,
     check_state_outputs,
     state_opener,
     write_and_commit,
@@ -33,7 +34,7 @@ class Stream:
         from evtime.engine.merge_state import Carried
 
         self.given = list(given)
-        inner = state_opener(self.kw, "merge", self.options, self.box)
+        inner = state_opener(StateArgs.of(self.kw), "merge", self.options, self.box)
 
         def open_(files, lay):
             lay = inner(files, lay)
@@ -80,7 +81,7 @@ def stateful(kw: dict, out: dict, check, started: float) -> None:
     """``merge --state DIR [--flush]``; ``out``: the output options merge took from ``kw``."""
     from evtime.cli.merge_setup import sources
 
-    check_state_outputs({**kw, **out})
+    check_state_outputs(StateArgs.of({**kw, **out}))
     if kw["join_leave"]:
         raise UsageError(
             "--join-leave cannot be combined with --state (a source's last row is not known "

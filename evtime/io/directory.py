@@ -66,14 +66,12 @@ def is_directory(path: str | None) -> bool:
     return bool(path) and path != "-" and (path.endswith("/") or path in _declared)
 
 
-def refuse_with_state(kw: dict) -> None:
-    """``--state`` commits its outputs as files together with the state: no directories."""
-    if not kw.get("state"):
-        return
-    if kw.get("output_layout") == "parts":
+def refuse_with_state(layout: str | None, outputs: list[tuple[str, str | None]]) -> None:
+    """``--state`` commits its outputs (``(option, path)``) as files together with the state:
+    no directories (``layout``: ``--output-layout``)."""
+    if layout == "parts":
         raise UsageError("--output-layout parts is not supported with --state: give -o FILE")
-    for opt, key in (("-o", "output"), ("--discards", "discards")):
-        path = kw.get(key)
+    for opt, path in outputs:
         if path and path.endswith("/"):
             raise UsageError(
                 f"{opt} {path}: a directory output is not supported with --state: give a file"

@@ -5,6 +5,7 @@ outputs and the new state and commits them together (evtime.io.state), or aborts
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from evtime.errors import UsageError
@@ -15,6 +16,25 @@ from evtime.runner.publish import before_stdout, write_jobs
 
 class NothingToDo(Exception):
     """The run has nothing to do (a rerun of the last run committed to --state)."""
+
+
+@dataclass(frozen=True)
+class StateArgs:
+    """``--state DIR`` and ``--flush``, and the outputs they commit (``-o``, ``--discards``,
+    ``--output-layout``)."""
+
+    state: str | None = None
+    flush: bool = False
+    output: str | None = None
+    discards: str | None = None
+    output_layout: str | None = None
+
+    @classmethod
+    def of(cls, params: Mapping) -> StateArgs:
+        """From a command's parameters by name."""
+        get = params.get
+        keys = ("output", "discards", "output_layout")
+        return cls(get("state"), bool(get("flush")), *(get(k) for k in keys))
 
 
 @dataclass
@@ -50,15 +70,16 @@ class Stateful:
         return recarried(df, self.earlier, self.lay, f"--state {self.sd.shown}: {name}")
 
 
-def check_state_outputs(kw: dict) -> None:
+def check_state_outputs(args: StateArgs) -> None:
     """--flush needs --state; --state needs its outputs in files (committed with it)."""
-    if kw.get("flush") and not kw.get("state"):
+    if args.flush and not args.state:
         raise UsageError("--flush needs --state DIR")
-    from evtime.io.directory import refuse_with_state
+    if args.state:
+        from evtime.io.directory import refuse_with_state
 
-    refuse_with_state(kw)
-    if kw.get("state"):
-        for opt, path in (("-o", kw.get("output")), ("--discards", kw.get("discards"))):
+        outputs = [("-o", args.output), ("--discards", args.discards)]
+        refuse_with_state(args.output_layout, outputs)
+        for opt, path in outputs:
             if path == "-":
                 raise UsageError(
                     f"--state needs {opt} PATH: standard output cannot be committed together "
@@ -66,7 +87,7 @@ def check_state_outputs(kw: dict) -> None:
                 )
 
 
-def state_opener(kw: dict, command: str, options: dict, box: list):
+def state_opener(args: StateArgs, command: str, options: dict, box: list):
     """A ``before_spark`` hook for :func:`evtime.runner.inputs.start`: lock and recover
     ``--state DIR``, check it was written by this version with these ``options`` and the
     same input columns, whose types are those of one run over all the stream's inputs (the
@@ -79,7 +100,7 @@ def state_opener(kw: dict, command: str, options: dict, box: list):
         from evtime.errors import InputError
         from evtime.io.reader import continued
 
-        sd = StateDir(kw["state"])
+        sd = StateDir(args.state)
         try:
             st = sd.load()
             earlier = None if st.fresh or "layout" not in st.meta else _saved_layout(sd, st)
@@ -98,7 +119,7 @@ def state_opener(kw: dict, command: str, options: dict, box: list):
             if sd.check(st, command, opts, inputs):
                 raise NothingToDo(
                     f"evtime {command}: the inputs were already read by the last run committed "
-                    f"to --state {kw['state']}: nothing to do"
+                    f"to --state {args.state}: nothing to do"
                 )
             if conflict is not None:
                 raise conflict
@@ -106,7 +127,7 @@ def state_opener(kw: dict, command: str, options: dict, box: list):
             sd.close()
             raise
         st.run = {"options": opts, "inputs": inputs, "layout": _layout_record(lay)}
-        box.append(Stateful(sd, st, bool(kw.get("flush")), earlier, lay))
+        box.append(Stateful(sd, st, args.flush, earlier, lay))
         return lay
 
     return opener
