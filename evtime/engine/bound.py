@@ -526,6 +526,15 @@ def output(
     )
 
 
+def out_routed(frame: DataFrame) -> DataFrame:
+    """``frame`` (windows as :func:`output` gives them) with every row routed to the
+    output sink: ``ROUTE`` is ``out`` on every row, so the writer sends them all to ``-o``
+    and counts them as windows."""
+    from evtime.io.writer import ROUTE
+
+    return frame.withColumn(ROUTE, F.lit("out"))
+
+
 def opened() -> str:
     """The aggregate that gives each window the arrival of its first row (``OPENED``)."""
     return f"min({quote(ARRIVAL)}) AS {quote(OPENED)}"
@@ -625,6 +634,22 @@ def late_in_order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataF
         PART, (F.lit(2 * AFTER_PARTS) + F.spark_partition_id()).cast("long")
     )
     return first.unionByName(rest)
+
+
+def explain_routed(frame: DataFrame) -> DataFrame:
+    """explain bound's rows (with their ``decision`` column, as
+    :func:`~evtime.engine.present.explain_frame` names it) routed for its one sink by their
+    decision: ``discard`` (discarded), ``bound`` (bound rows), ``out`` (every other), so
+    the writer counts each kind for the summary."""
+    from evtime.io.writer import ROUTE
+
+    decision = F.col("decision")
+    return frame.withColumn(
+        ROUTE,
+        F.when(decision == present.DISCARDED, "discard")
+        .when(decision == present.BOUND, "bound")
+        .otherwise("out"),
+    )
 
 
 def _iso_sql(e: str) -> str:
