@@ -16,7 +16,7 @@ from evtime.runner import bound_state, bound_windows, driver, inputs, publish, s
 from evtime.runner.bound_windows import BoundArgs, WindowOptions, check_columns
 from evtime.runner.context import Session
 from evtime.runner.explained import explain_format, file_source, rejected_frame
-from evtime.runner.inputs import Inputs
+from evtime.runner.inputs import Inputs, Read
 
 
 @dataclass(frozen=True)
@@ -43,15 +43,17 @@ def bound(args: BoundArgs, ses: Session, inp: Inputs) -> None:
     started = time.monotonic()
     spec = args.window.spec(inp.keys)
     # (--agg computes with CSV columns: read as their text reads, but the marker column)
-    inp.text = (spec.marker[0],) if spec.marker else ()
-    inp.keep_text = bool(args.discards)  # (but the discards are written as they were read)
+    inp = inp.but(
+        text=(spec.marker[0],) if spec.marker else (),
+        keep_text=bool(args.discards),  # (but the discards are written as they were read)
+    )
     record = bound_state.state_record(args, spec, inp)
     items = bound_windows.items_of(args.aggs, args.udafs)
     from dataclasses import asdict
 
     from evtime.errors import UsageError
 
-    state.check_state_outputs(asdict(args))
+    state.check_state_outputs(state.StateArgs.of(asdict(args)))
     if not inp.inputs and not args.flush:
         raise UsageError("missing INPUT (only --state DIR --flush runs without one)")
     if args.state:
@@ -62,9 +64,10 @@ def bound(args: BoundArgs, ses: Session, inp: Inputs) -> None:
             if not ses.quiet:
                 click.echo(str(done), err=True)
             return
-    spark, df, lay, files = inputs.start(inp, ses, check_columns(spec))
+    got = inputs.start(inp, ses, check_columns(spec))
+    df, lay, files = got.df, got.lay, got.files
     try:
-        _bound(args, spec, items, ses, inp, started, df, lay)
+        _bound(args, spec, items, ses, got, started, df, lay)
     except Exception as err:  # a text value an --agg could not read as a number
         said = _cast_problem(err, df, lay, files, items)
         if said is None:
@@ -116,18 +119,18 @@ def _is_text(t) -> bool:
     return pa.types.is_string(t) or pa.types.is_large_string(t)
 
 
-def _bound(args: BoundArgs, spec, items, ses: Session, inp: Inputs, started, df, lay) -> None:
+def _bound(args: BoundArgs, spec, items, ses: Session, got: Read, started, df, lay) -> None:
     """bound without --state, once the input is read."""
     from evtime.engine import bound as engine
 
-    read = inputs.count_read(df, inp)  # on the checkpointed input, before any operator
+    read = inputs.count_read(df, got)  # on the checkpointed input, before any operator
     sinks, df = bound_windows.sinks(args, lay, df)
     if all(isinstance(a, str) for a in items):
-        n = _in_one_pass(ses.run, df, spec, items, sinks, lay, inp, read)
+        n = _in_one_pass(ses.run, df, spec, items, sinks, lay, got, read)
         counts = bound_windows.counts(n)
         detail = bound_windows.detail(n, counts)
         return summary.summary("bound", ses, counts, started, read, args.max_discards, detail)
-    cl = engine.prepare(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
+    cl = engine.prepare(df, spec, one_chunk=got.one_chunk, as_read=got.as_read)
     w, names = bound_windows.windows(cl, spec, items, lay.schema.names)
     out_frame, key_lay = bound_windows.output(w, spec, names, sinks[0], lay, read)
     # every arrival is routed (the late rows to --discards, if given): the summary's
@@ -138,14 +141,14 @@ def _bound(args: BoundArgs, spec, items, ses: Session, inp: Inputs, started, df,
         rows = engine.late_in_order(rows)
     n = publish.publish_jobs(
         ses.run,
-        [(out_frame, sinks[:1], key_lay), (inputs.with_rejected(rows, inp), sinks[1:], lay)],
+        [(out_frame, sinks[:1], key_lay), (inputs.with_rejected(rows, got), sinks[1:], lay)],
     )
     counts = bound_windows.counts(n)
     detail = bound_windows.detail(n, counts)
     summary.summary("bound", ses, counts, started, read, args.max_discards, detail)
 
 
-def _in_one_pass(run, df, spec, items, sinks, lay, inp: Inputs, read: int) -> dict[str, int]:
+def _in_one_pass(run, df, spec, items, sinks, lay, got: Read, read: int) -> dict[str, int]:
     """Without --state or a Python aggregate: one aggregate over the classified rows gives
     the windows, the closing search's points and the route counts
     (:mod:`evtime.engine.bound_tally`); --discards classifies the rows again, for the late
@@ -154,7 +157,7 @@ def _in_one_pass(run, df, spec, items, sinks, lay, inp: Inputs, read: int) -> di
     from evtime.engine import bound as engine
     from evtime.engine import bound_tally
 
-    cl = engine.classify(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
+    cl = engine.classify(df, spec, one_chunk=got.one_chunk, as_read=got.as_read)
     t, names = bound_windows.analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
     # (the small table: everything below reads it; lazy, so that the first read, which
     # fetches it when small, also fills it: one job fewer)
@@ -176,7 +179,7 @@ def _in_one_pass(run, df, spec, items, sinks, lay, inp: Inputs, read: int) -> di
     if len(sinks) > 1:
         late = engine.routed(bound_tally.late_rows(cl, t, engine.ARRIVAL), spec, True)
         late = engine.late_in_order(late, limits=(1, max(read, 1)))
-        jobs.append((inputs.with_rejected(late, inp), sinks[1:], lay))
+        jobs.append((inputs.with_rejected(late, got), sinks[1:], lay))
     written = publish.publish_jobs(
         run, jobs, [driver.few_rows(run, windows), run.in_driver][: len(jobs)]
     )
@@ -184,7 +187,7 @@ def _in_one_pass(run, df, spec, items, sinks, lay, inp: Inputs, read: int) -> di
     if len(sinks) > 1:
         n["discard"] = written.get("discard", 0)
     else:
-        n["discard"] = n.get("discard", 0) + inputs.rejected_count(inp)
+        n["discard"] = n.get("discard", 0) + inputs.rejected_count(got)
     return n
 
 
@@ -204,8 +207,9 @@ def explain_bound(args: ExplainBoundArgs, ses: Session, inp: Inputs) -> None:
     from evtime.io.writer import Sink
 
     fmt = explain_format(args.fmt, args.output, ses.call.params)
-    spark, df, lay, files = inputs.start(inp, ses, check_columns(spec))
-    cl = engine.prepare(df, spec, one_chunk=inp.one_chunk, as_read=inp.as_read)
+    got = inputs.start(inp, ses, check_columns(spec))
+    df, lay, files = got.df, got.lay, got.files
+    cl = engine.prepare(df, spec, one_chunk=got.one_chunk, as_read=got.as_read)
     w, _ = engine.windows(cl, spec, [engine.opened()] if args.plot else [])
     if args.plot:
         w = w.localCheckpoint()  # read by explain and by the picture
@@ -215,7 +219,7 @@ def explain_bound(args: ExplainBoundArgs, ses: Session, inp: Inputs) -> None:
     frame = present.explain_frame(df, (), own)
     cols = frame.columns
     frame = sort_in_parts(engine.explain_routed(frame), "arrival")
-    frame = rejected_frame(frame, inp, own, file_source(files))
+    frame = rejected_frame(frame, got, own, file_source(files))
     sink = Sink(
         "explain",
         ("out", "discard", "bound"),

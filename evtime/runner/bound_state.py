@@ -47,30 +47,33 @@ def stateful(
     run."""
     box: list = []
     try:
-        spark, df, lay, files = inputs.start(
+        got = inputs.start(
             inp,
             ses,
             bound_windows.check_columns(spec),
-            before_spark=state.state_opener(dataclasses.asdict(args), "bound", record, box),
+            before_spark=state.state_opener(
+                state.StateArgs.of(dataclasses.asdict(args)), "bound", record, box
+            ),
         )
+        spark, df, lay = got.spark, got.df, got.lay
         (stf,) = box
-        _stateful_run(args, spec, items, ses, inp, started, spark, df, lay, stf)
+        _stateful_run(args, spec, items, ses, got, started, spark, df, lay, stf)
     finally:
         for stf in box:
             stf.sd.close()  # the lock on DIR
 
 
-def _stateful_run(args: BoundArgs, spec, items, ses, inp, started, spark, df, lay, stf) -> None:
+def _stateful_run(args: BoundArgs, spec, items, ses, got, started, spark, df, lay, stf) -> None:
     from evtime.engine import bound as engine
     from evtime.engine import bound_state as bs
     from evtime.io.writer import Sink
 
-    good = inputs.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
-    read = good + inputs.rejected_count(inp)
+    good = inputs.count_good(df, got)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + inputs.rejected_count(got)
     sinks, df = bound_windows.sinks(args, lay, df)
     held, carried = stf.read(spark, "held.parquet"), stf.read(spark, "keys.parquet")
     carried = carried if carried is not None else bs.no_state(df, spec)
-    cl = engine.prepare(df, spec, carried, stf.st.arrivals, inp.one_chunk, inp.as_read)
+    cl = engine.prepare(df, spec, carried, stf.st.arrivals, got.one_chunk, got.as_read)
     rows, keep = bs.open_windows(bs.rows_in_windows(cl, held), carried, spec)
     w, names = bound_windows.windows(cl, spec, items, lay.schema.names, rows, keep)
     out_frame, key_lay = bound_windows.output(
@@ -78,7 +81,7 @@ def _stateful_run(args: BoundArgs, spec, items, ses, inp, started, spark, df, la
     )
     kept = bs.next_state(cl, carried, spec)
     frame = bs.routed(cl, held, kept, spec, stf.flush, bool(args.discards))
-    frame = inputs.with_rejected(frame, inp)
+    frame = inputs.with_rejected(frame, got)
     own = lay.schema.names
 
     def jobs(gen: str) -> list:
