@@ -9,8 +9,7 @@ import click
 from evtime.cli import options
 from evtime.cli.bound import bound_options
 from evtime.cli.lazy import LazyGroup
-from evtime.cli.merge import merge_options
-from evtime.cli.merge_setup import setup
+from evtime.cli.merge import merge_options, setup
 from evtime.runner import context, inputs, publish
 from evtime.runner.bound_windows import check_columns, spec_of
 from evtime.runner.explained import explain_format

@@ -175,6 +175,13 @@ def prepare(df: DataFrame, spec: MergeSpec, groups: list[int]) -> DataFrame:
     return df.withColumn(LAG, lag.cast("long"))
 
 
+def with_file_sources(rejected: DataFrame, groups: Sequence[int]) -> DataFrame:
+    """The bad rows of ``--bad-rows discard`` with their source (``SRC``): that of the
+    file each was read from (``groups[FILE]``, as :func:`prepare` gives the good rows)."""
+    of_file = F.array(*[F.lit(g) for g in groups])
+    return rejected.withColumn(SRC, F.element_at(of_file, F.col(FILE) + 1))
+
+
 # ---------------------------------------------------------------------------- the vector scan
 
 
@@ -679,6 +686,41 @@ def emitted_bounds(df: DataFrame, spec: MergeSpec) -> DataFrame:
     return df.where(new).select(SEQ, CHUNK, shown.alias(EVT))
 
 
+KIND = "_evt_kind"  # in merge's output: 0 a data row, 1 an emitted bound row (after the data)
+
+
+def output_rows(df: DataFrame, routed: bool) -> DataFrame:
+    """The classified rows as merge writes them: their ``ROUTE`` (:func:`route_column`;
+    null when ``routed`` is False: a part step gives it as the parts are written) and
+    :data:`KIND` 0 (data rows)."""
+    from evtime.io.writer import ROUTE
+
+    route = route_column() if routed else F.lit(None).cast("string")
+    return df.withColumns({ROUTE: route, KIND: F.lit(0)})
+
+
+def with_emitted_bounds(
+    rows: DataFrame, df: DataFrame, spec: MergeSpec, lay: Layout, fmt: str | None, tz: str | None
+) -> DataFrame:
+    """``rows`` (:func:`output_rows` of ``df``) and the bound rows of ``--emit-bounds``
+    (:func:`emitted_bounds` of ``df``): their time column in its own type and
+    representation (:func:`bound_time_value`, ``fmt``/``tz`` as read), the marker column set
+    to the marker's value, route ``emit``, :data:`KIND` 1; their other columns null."""
+    from evtime.io.writer import ROUTE
+
+    col, value = spec.marker
+    types = dict(rows.dtypes)
+    bounds = emitted_bounds(df, spec).select(
+        SEQ,
+        EVT,
+        bound_time_value(lay, fmt, tz).cast(types[lay.time_col]).alias(lay.time_col),
+        F.lit(value).cast(types[col]).alias(col),
+        F.lit("emit").alias(ROUTE),
+        F.lit(1).alias(KIND),
+    )
+    return rows.unionByName(bounds, allowMissingColumns=True)
+
+
 def bound_time_value(lay: Layout, fmt: str | None, tz: str | None) -> Column:
     """The time column's value for an emitted bound at ``EVT``, in the column's own
     representation (floored to its precision, which keeps the promise true)."""
@@ -813,6 +855,14 @@ def route_column() -> Column:
 def rejected_route() -> Column:
     """The route of a bad input row: discarded, by its source."""
     return F.concat(F.lit("discard:"), F.col(SRC).cast("string"))
+
+
+def explained_routed(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> DataFrame:
+    """:func:`explain` of the classified rows, each with its ``ROUTE`` (:func:`route_column`:
+    explain merge's counts are merge's)."""
+    from evtime.io.writer import ROUTE
+
+    return explain(df, spec, as_read).withColumn(ROUTE, route_column())
 
 
 def route_numbers(names: list[str], batch: pa.RecordBatch) -> pa.DictionaryArray:

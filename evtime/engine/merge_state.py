@@ -48,6 +48,8 @@ from evtime.engine.merge import (
     discard_words,
     facts,
     release_points,
+    route_column,
+    source_name,
     stream_bound,
 )
 from evtime.engine.scan import arrival_numbers, prefix_max
@@ -212,3 +214,13 @@ def with_discard_columns(df: DataFrame, spec: MergeSpec, c: Carried) -> DataFram
     if LAG not in df.columns:
         df = df.withColumn(LAG, F.lit(None).cast("long"))
     return discard_words(df.withColumn("arrival", F.col(ARRIVAL)), spec)
+
+
+def output_rows(df: DataFrame, spec: MergeSpec, source_as: str, as_: str) -> DataFrame:
+    """The rows of :func:`classify` as the writer takes them: the source's name in
+    ``source_as``, the event time in ``as_``, and the ``ROUTE``: ``held`` (kept for the
+    next run, the state's own file), else merge's (:func:`route_column`)."""
+    from evtime.io.writer import ROUTE
+
+    route = F.when(F.col(HELD), "held").otherwise(route_column())
+    return df.withColumns({source_as: source_name(spec), as_: F.col(EVT), ROUTE: route})

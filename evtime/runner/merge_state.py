@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 import click
 
 from evtime.errors import UsageError
 from evtime.runner import inputs, outputs
+from evtime.runner.context import Session
+from evtime.runner.inputs import Inputs
+from evtime.runner.merge_setup import MergeArgs, MergeOptions, setup, sources
 from evtime.runner.state import (
     NothingToDo,
-    StateArgs,
     check_state_outputs,
     state_opener,
     write_and_commit,
@@ -21,11 +24,11 @@ from evtime.runner.state import (
 
 
 class Stream:
-    """The ``stream`` hook of :func:`evtime.cli.merge_setup.setup`: opens ``--state DIR`` before
-    Spark starts and maps this run's sources to the stream's (by NAME)."""
+    """The ``stream`` hook of :func:`evtime.runner.merge_setup.setup`: opens ``--state
+    DIR`` before Spark starts and maps this run's sources to the stream's (by NAME)."""
 
-    def __init__(self, kw: dict, options: dict):
-        self.kw, self.options, self.box = kw, options, []
+    def __init__(self, state_dir: str, flush: bool, options: dict):
+        self.state_dir, self.flush, self.options, self.box = state_dir, flush, options, []
         self.names: tuple[str, ...] = ()  # the stream's sources, in the stream's order
         self.given: list[str] = []  # this run's sources (command-line order)
         self.carried = None
@@ -34,7 +37,8 @@ class Stream:
         from evtime.engine.merge_state import Carried
 
         self.given = list(given)
-        inner = state_opener(StateArgs.of(self.kw), "merge", self.options, self.box)
+        where = {"state": self.state_dir, "flush": self.flush}
+        inner = state_opener(where, "merge", self.options, self.box)
 
         def open_(files, lay):
             lay = inner(files, lay)
@@ -47,7 +51,7 @@ class Stream:
             at = [self.names.index(n) for n in given]
             if at != sorted(at):
                 raise UsageError(
-                    f"--state {self.kw['state']}: the stream's sources are "
+                    f"--state {self.state_dir}: the stream's sources are "
                     f"{', '.join(self.names)}, in this order: give them in that order (new "
                     "sources after them)"
                 )
@@ -60,111 +64,121 @@ class Stream:
         return replace(spec, names=self.names), [index[self.given[g]] for g in groups]
 
 
-def options_of(kw: dict) -> dict:
+def options_of(opts: MergeOptions, inp: Inputs) -> dict:
     """The options a stream keeps from run to run (a state of others is refused)."""
-    marker = kw["bound_marker"]
+    marker = opts.bound_marker
     return {
-        "--arrival": kw["arrival"],
-        "--wait": kw["wait"],
-        "--order-by": kw["order_by"],
+        "--arrival": opts.arrival,
+        "--wait": opts.wait,
+        "--order-by": inp.order_by,
         "--bound-marker": "=".join(marker) if marker else None,
-        "--strict-bounds": kw["strict_bounds"],
-        "--tick": kw["tick"],
-        "--unit": kw["unit"],
-        "--range": kw["range_"],
-        "--time-format": kw["time_format"],
-        "--tz": kw["tz"],
+        "--strict-bounds": opts.strict_bounds,
+        "--tick": opts.tick,
+        "--unit": opts.unit,
+        "--range": opts.range,
+        "--time-format": inp.time_format,
+        "--tz": inp.tz,
     }
 
 
-def stateful(kw: dict, out: dict, check, started: float) -> None:
-    """``merge --state DIR [--flush]``; ``out``: the output options merge took from ``kw``."""
-    from evtime.cli.merge_setup import sources
-
-    check_state_outputs(StateArgs.of({**kw, **out}))
-    if kw["join_leave"]:
+def stateful(args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started: float) -> None:
+    """``merge --state DIR [--flush]``; ``check(layout)``: merge's own check of the input's
+    columns."""
+    check_state_outputs(
+        {
+            "state": args.state,
+            "flush": args.flush,
+            "output": args.output,
+            "discards": args.discards,
+            "output_layout": args.output_layout,
+        }
+    )
+    if args.operator.join_leave:
         raise UsageError(
             "--join-leave cannot be combined with --state (a source's last row is not known "
             "before the stream ends)"
         )
-    unnamed = [n for n, p in zip(*sources(kw["inputs"]), strict=True) if n == p]
+    unnamed = [n for n, p in zip(*sources(inp.inputs), strict=True) if n == p]
     if unnamed:
         raise UsageError(
             f"--state needs every source named, as NAME=PATH ({unnamed[0]}): the stream "
             "knows its sources by name from run to run"
         )
-    stream = Stream(kw, options_of(kw))
-    quiet = kw["quiet"]
+    stream = Stream(args.state, args.flush, options_of(args.operator, inp))
     try:
-        _run(kw, out, check, started, stream)
+        _run(args, ses, inp, check, started, stream)
     except NothingToDo as done:  # (raised before Spark starts: no progress line yet)
-        if not quiet:
+        if not ses.quiet:
             click.echo(str(done), err=True)
     finally:
         for stf in stream.box:
             stf.sd.close()  # the lock on DIR
 
 
-def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
-    from pyspark.sql import functions as F
-
-    from evtime.cli.merge_setup import setup
+def _sinks(args: MergeArgs, spec, own: list[str]) -> list:
+    """The outputs of a stateful run: ``-o`` and ``--discards`` (committed with the state)."""
     from evtime.engine import merge as engine
-    from evtime.engine import merge_state as state
-    from evtime.engine.scan import sort_in_parts
-    from evtime.io.reader import SEQ
-    from evtime.io.writer import ROUTE, Sink, output_format
+    from evtime.io.writer import Sink, output_format
 
-    ses, got, spec, df, lay = setup(kw, "merge", check, classify=False, stream=stream)
-    (stf,) = stream.box
-    good = inputs.count_good(df, got)  # bad rows (--bad-rows discard) take no arrival number
-    read = good + inputs.rejected_count(got)
-    held = stf.read(df.sparkSession, "held.parquet")
-    rows, nxt = state.classify(df, spec, stream.carried, held, stf.flush)
-    own = lay.schema.names
-    source_as, as_ = out["source_as"], out["as_"]
     routes = engine.route_names(spec)
     sinks = [
         Sink(
             "output",
             tuple(r for r in routes if r.startswith("out:")),
-            out["output"],
-            output_format(out["output"], out["output_format"]),
-            [*own, source_as, as_],
-            [as_],
-            out["overwrite"],
+            args.output,
+            output_format(args.output, args.output_format),
+            [*own, args.source_as, args.as_],
+            [args.as_],
+            args.overwrite,
         )
     ]
-    if out["discards"]:
-        rows = state.with_discard_columns(rows, spec, stream.carried)
+    if args.discards:
         sinks.append(
             outputs.discards_sink(
-                out["discards"],
-                out["overwrite"],
+                args.discards,
+                args.overwrite,
                 own,
-                (source_as, as_),
-                (as_,),
+                (args.source_as, args.as_),
+                (args.as_,),
                 tuple(r for r in routes if r.startswith("discard:")),
             )
         )
-    rows = rows.withColumns(
-        {
-            source_as: engine.source_name(spec),
-            as_: F.col(engine.EVT),
-            ROUTE: F.when(F.col(state.HELD), "held").otherwise(engine.route_column()),
-        }
+    return sinks
+
+
+def _run(
+    args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started: float, stream: Stream
+) -> None:
+    from evtime.engine import merge as engine
+    from evtime.engine import merge_state as engine_state
+    from evtime.engine.scan import sort_in_parts
+    from evtime.io.reader import SEQ
+    from evtime.io.writer import Sink
+
+    ses, inp, spec, df, lay = setup(
+        ses, inp, args.operator, "merge", check, classify=False, stream=stream
     )
+    (stf,) = stream.box
+    good = inputs.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + inputs.rejected_count(inp)
+    held = stf.read(df.sparkSession, "held.parquet")
+    rows, nxt = engine_state.classify(df, spec, stream.carried, held, stf.flush)
+    own = lay.schema.names
+    if args.discards:
+        rows = engine_state.with_discard_columns(rows, spec, stream.carried)
+    sinks = _sinks(args, spec, own)
+    rows = engine_state.output_rows(rows, spec, args.source_as, args.as_)
     # default mode: sources one after the other, so ties go by source first
     then = (engine.SRC, SEQ) if spec.simple else (SEQ,)
     rows = inputs.with_rejected(
         sort_in_parts(rows, engine.EVT, *then),
-        got,
-        {source_as: engine.source_name(spec)},
+        inp,
+        {args.source_as: engine.source_name(spec)},
         engine.rejected_route(),
     )
 
     def state_sinks(gen: str) -> list:
-        cols = [*own, *state.HELD_COLUMNS]
+        cols = [*own, *engine_state.HELD_COLUMNS]
         return [Sink("held", ("held",), f"{gen}/held.parquet", "parquet", cols, raw=True)]
 
     meta = {
@@ -174,10 +188,18 @@ def _run(kw: dict, out: dict, check, started: float, stream: Stream) -> None:
         "merge": nxt.to_json(),
     }
     counts = write_and_commit(ses.run, rows, sinks, lay, stf, state_sinks, meta)
-    summary(ses, spec, counts, started, read, stf.carried, out["max_discards"])
+    stateful_summary(ses, spec, counts, started, read, stf.carried, args.max_discards)
 
 
-def summary(ses, spec, counts, started, read, carried, max_discards) -> None:
+def stateful_summary(
+    ses: Session,
+    spec,
+    counts: dict[str, int],
+    started: float,
+    read: int,
+    carried: int,
+    max_discards: int | None,
+) -> None:
     """``read R, carried C, released X, discarded D, held H`` (+ bound rows), then per
     source; checks R + C = X + D + H + bound rows (a mismatch is an internal error)."""
     from evtime.errors import EvtimeError, TooManyDiscards
