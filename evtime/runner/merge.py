@@ -17,7 +17,7 @@ from evtime.errors import UsageError
 from evtime.runner import inputs, outputs, publish, summary
 from evtime.runner.context import Session
 from evtime.runner.explained import explain_format, rejected_frame
-from evtime.runner.inputs import Inputs
+from evtime.runner.inputs import Inputs, Read
 from evtime.runner.merge_setup import MergeArgs, MergeOptions, setup
 
 
@@ -89,7 +89,7 @@ def _early(discards: str | None) -> Callable:
     return early
 
 
-def _classified(df, spec, inp: Inputs, discards: str | None, in_driver: bool, limits):
+def _classified(df, spec, got: Read, discards: str | None, in_driver: bool, limits):
     """The rows classified, ``(df, step)``: in order (sources one after the other, only data
     rows: the keep flag out of the output's own sort, given by ``step`` as the parts are
     written) or by the prefix scan (``step`` None)."""
@@ -97,9 +97,9 @@ def _classified(df, spec, inp: Inputs, discards: str | None, in_driver: bool, li
 
     step = None
     if spec.simple and not (spec.marker or (discards and spec.width) or in_driver):
-        late = engine.late_rows(df, spec, inp.as_read) if discards else None
+        late = engine.late_rows(df, spec, got.as_read) if discards else None
         df, step = engine.classify_in_order(
-            df, spec, limits, late, inp.as_read, inp.sources, inp.found_early
+            df, spec, limits, late, got.as_read, got.sources, got.found_early
         )
     if step is None:
         df = engine.classify(df, spec)
@@ -147,10 +147,10 @@ def _sinks(args: MergeArgs, spec, own: list[str], copies: dict[str, str]) -> lis
 
 def _merge(args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started: float) -> None:
     """merge without ``--state``."""
-    ses, inp, spec, df, lay = setup(
+    ses, got, spec, df, lay = setup(
         ses, inp, args.operator, "merge", check, classify=False, meanwhile=_early(args.discards)
     )
-    read = inputs.count_read(df, inp)  # on the checkpointed input, before any operator
+    read = inputs.count_read(df, got)  # on the checkpointed input, before any operator
     copies: dict[str, str] = {}
     if args.discards:  # (the row's own arrival, reason, bound: kept before the operator's)
         df, copies = outputs.keep_own(df, lay.schema.names)
@@ -160,20 +160,20 @@ def _merge(args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started:
     from evtime.units import truncated_range
 
     # the time range, when known (read here, or in the Parquet footers): no job to find it
-    limits = truncated_range(inp.time_range, spec.unit_ns)
-    df, step = _classified(df, spec, inp, args.discards, ses.run.in_driver, limits)
+    limits = truncated_range(got.time_range, spec.unit_ns)
+    df, step = _classified(df, spec, got, args.discards, ses.run.in_driver, limits)
     if args.discards and step is None:  # (with a step, the step gives them)
-        df = engine.with_discard_columns(df, spec, inp.as_read)
+        df = engine.with_discard_columns(df, spec, got.as_read)
     sinks = _sinks(args, spec, lay.schema.names, copies)
     rows = engine.output_rows(df, routed=step is None)
     if args.emit_bounds:
-        rows = engine.with_emitted_bounds(rows, df, spec, lay, inp.time_format, inp.tz)
+        rows = engine.with_emitted_bounds(rows, df, spec, lay, got.time_format, got.tz)
     if step is None:
         rows = sort_in_parts(rows, engine.EVT, SEQ, engine.KIND, limits=limits)
     else:
         routes = engine.route_names(spec)
         step = publish.Routed(step, partial(engine.route_numbers, routes), (engine.SRC,))
-    rows = inputs.with_rejected(rows, inp, route=engine.rejected_route())
+    rows = inputs.with_rejected(rows, got, route=engine.rejected_route())
     counts = publish.write_and_publish(ses.run, rows, sinks, lay, step)
     merge_summary("merge", ses, spec, counts, started, read, args.max_discards)
 
@@ -186,14 +186,14 @@ def explain_merge(args: ExplainMergeArgs, ses: Session, inp: Inputs) -> None:
         from evtime.io import plot
 
         plot.check_path(args.plot, args.overwrite)  # before Spark starts
-    ses, inp, spec, df, lay = setup(ses, inp, args.operator, "explain merge")
+    ses, got, spec, df, lay = setup(ses, inp, args.operator, "explain merge")
     from evtime.engine import merge as engine
     from evtime.engine import present
     from evtime.engine.scan import sort_in_parts
     from evtime.io.reader import SEQ
     from evtime.io.writer import ROUTE, Sink
 
-    df = engine.explained_routed(df, spec, inp.as_read)
+    df = engine.explained_routed(df, spec, got.as_read)
     own = present.own_columns(lay.schema.names, lay.time_col)
     summary.note_renamed("explain merge", own)
     hidden = [(ROUTE, ROUTE), (SEQ, SEQ), ("_x_source_bound", "_evt_source_bound")]
@@ -211,7 +211,7 @@ def explain_merge(args: ExplainMergeArgs, ses: Session, inp: Inputs) -> None:
     )
     frame = rejected_frame(
         sort_in_parts(frame, "arrival", SEQ),
-        inp,
+        got,
         own,
         engine.source_name(spec),
         engine.rejected_route(),

@@ -119,12 +119,11 @@ def setup(
     classify every row (only prepare it: ``classify=False``).  ``stream``: ``--state``
     (:class:`evtime.runner.merge_state.Stream`): opens the state before Spark, and maps this
     run's sources to the stream's.  ``meanwhile(spec)``: what inputs.start runs while Spark
-    starts (None: nothing).  Returns ``(ses, inp, spec, df, lay)``."""
+    starts (None: nothing).  Returns ``(ses, got, spec, df, lay)`` (``got``: the
+    :class:`~evtime.runner.inputs.Read`)."""
     _check(opts, inp, command)
     names, paths = sources(inp.inputs)
-    inp.inputs = tuple(paths)
-    if opts.arrival:
-        inp.text_times = (opts.arrival,)
+    inp = inp.but(inputs=tuple(paths), text_times=(opts.arrival,) if opts.arrival else ())
     spec = spec_of(opts, inp, names)
     from evtime.engine import merge as engine
 
@@ -136,21 +135,22 @@ def setup(
 
     before = stream.opener(names) if stream else None
     during = meanwhile(spec) if meanwhile and not stream else None
-    spark, df, lay, files = inputs.start(inp, ses, checks, before, during)
+    got = inputs.start(inp, ses, checks, before, during)
+    df, lay, files = got.df, got.lay, got.files
     groups = [f.group for f in files]
     if stream:
         spec, groups = stream.sources(spec, groups)
-    inp.sources = tuple(groups)
-    if inp.rejected is not None:
-        inp.rejected = engine.with_file_sources(inp.rejected, groups)
+    got = got.but(sources=tuple(groups))
+    if got.rejected is not None:
+        got = got.but(rejected=engine.with_file_sources(got.rejected, groups))
     if opts.arrival:
         from evtime.engine.scan import AsRead, order_arrivals
 
         shown = [f.shown for f in files]
-        df = engine.with_now(df, lay, opts.arrival, inp.time_format, inp.tz, shown)
+        df = engine.with_now(df, lay, opts.arrival, got.time_format, got.tz, shown)
         df = order_arrivals(df, engine.NOW)
-        inp.as_read = AsRead()  # (numbered again: no longer as read)
+        got = got.but(as_read=AsRead())  # (numbered again: no longer as read)
     df = engine.prepare(df, spec, groups)
     if classify:
         df = engine.classify(df, spec)
-    return ses, inp, spec, df, lay
+    return ses, got, spec, df, lay

@@ -17,6 +17,7 @@ from evtime.runner.inputs import Inputs
 from evtime.runner.merge_setup import MergeArgs, MergeOptions, setup, sources
 from evtime.runner.state import (
     NothingToDo,
+    StateArgs,
     check_state_outputs,
     state_opener,
     write_and_commit,
@@ -37,7 +38,7 @@ class Stream:
         from evtime.engine.merge_state import Carried
 
         self.given = list(given)
-        where = {"state": self.state_dir, "flush": self.flush}
+        where = StateArgs(self.state_dir, self.flush)
         inner = state_opener(where, "merge", self.options, self.box)
 
         def open_(files, lay):
@@ -85,13 +86,7 @@ def stateful(args: MergeArgs, ses: Session, inp: Inputs, check: Callable, starte
     """``merge --state DIR [--flush]``; ``check(layout)``: merge's own check of the input's
     columns."""
     check_state_outputs(
-        {
-            "state": args.state,
-            "flush": args.flush,
-            "output": args.output,
-            "discards": args.discards,
-            "output_layout": args.output_layout,
-        }
+        StateArgs(args.state, args.flush, args.output, args.discards, args.output_layout)
     )
     if args.operator.join_leave:
         raise UsageError(
@@ -155,12 +150,12 @@ def _run(
     from evtime.io.reader import SEQ
     from evtime.io.writer import Sink
 
-    ses, inp, spec, df, lay = setup(
+    ses, got, spec, df, lay = setup(
         ses, inp, args.operator, "merge", check, classify=False, stream=stream
     )
     (stf,) = stream.box
-    good = inputs.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
-    read = good + inputs.rejected_count(inp)
+    good = inputs.count_good(df, got)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + inputs.rejected_count(got)
     held = stf.read(df.sparkSession, "held.parquet")
     rows, nxt = engine_state.classify(df, spec, stream.carried, held, stf.flush)
     own = lay.schema.names
@@ -172,7 +167,7 @@ def _run(
     then = (engine.SRC, SEQ) if spec.simple else (SEQ,)
     rows = inputs.with_rejected(
         sort_in_parts(rows, engine.EVT, *then),
-        inp,
+        got,
         {args.source_as: engine.source_name(spec)},
         engine.rejected_route(),
     )
