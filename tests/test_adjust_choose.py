@@ -47,3 +47,27 @@ def test_rows_that_do_not_fit_go_in_order(monkeypatch):
 def test_explain_adjust_path(in_driver, name):
     facts = choose.Facts(in_driver=in_driver)
     assert choose.choose_explain(SPEC, facts, choose.Run(), (), (), int).name == name
+
+
+@pytest.mark.parametrize(
+    "in_place, plan, suits, name",
+    [
+        (True, "plan", True, "from the plan"),  # 1. (before the files)
+        (True, None, True, "in files"),  # 2.
+        (True, None, False, "in parts of arrivals"),  # 3.
+        (False, "plan", True, "in parts of arrivals"),  # (bad rows set aside: neither)
+    ],
+)
+def test_each_condition_picks_its_way_in_parts(in_place, plan, suits, name, monkeypatch):
+    from evtime.engine.adjust import parts
+
+    asked = []
+    monkeypatch.setattr(parts, "plan_of", lambda made: asked.append("plan") or plan)
+    monkeypatch.setattr(parts, "suits_files", lambda made: asked.append("files") or suits)
+    way = choose.choose_in_parts("made", in_place)
+    assert way.name == name
+    if name == "from the plan":
+        assert way.plan == plan
+    assert asked == {"from the plan": ["plan"], "in files": ["plan", "files"]}.get(
+        name, ["plan", "files"] if in_place else []
+    )  # (asked in order, only where the way may be taken)

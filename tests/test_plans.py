@@ -331,6 +331,35 @@ def test_explain_adjust_needs_no_search_job_when_row_groups_outgrow_the_range(
     assert again.read_bytes() == out.read_bytes()
 
 
+@pytest.mark.parametrize(
+    "extra, name, jobs, shuffled",
+    [
+        (["--range", "3"], "from the plan", 1, False),
+        (["--range", "999"], "in files", 2, False),
+        (["--range", "999", "--key", "key"], "in parts of arrivals", 1, True),
+        (["--range", "3", "--bad-rows", "discard"], "in parts of arrivals", 1, True),
+    ],
+)
+def test_explain_adjust_runs_the_way_it_chose(
+    extra, name, jobs, shuffled, inputs, plans, run_cli, tmp_path, monkeypatch
+):
+    """The way evtime.engine.adjust.choose.choose_in_parts picks is the one that runs:
+    from the plan, one job, a scan alone; in files, the search's job first; in parts of
+    arrivals (keys, or bad rows set aside), the rows shuffled into those parts."""
+    from evtime.engine.adjust import choose
+
+    chosen, real = [], choose.choose_in_parts
+    monkeypatch.setattr(
+        choose, "choose_in_parts", lambda *a, **k: chosen.append(real(*a, **k)) or chosen[-1]
+    )
+    args = ["explain", "adjust", "--unit", "msec", *extra, inputs["one"], "-q"]
+    res = run_cli(*args, "--format", "csv", "-o", tmp_path / "out.csv")
+    assert res.exit_code == 0, res.stderr
+    assert [w.name for w in chosen] == [name]
+    assert len(plans) == jobs, plans
+    assert ("Exchange" in plans[-1]) == shuffled
+
+
 @pytest.mark.parametrize("keyed", [False, True])
 def test_adjust_discards_numbered_from_the_footers(keyed, inputs, plans, run_cli, tmp_path):
     """``adjust --discards`` on Parquet read by Spark numbers the discarded arrivals from

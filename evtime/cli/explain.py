@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import time
-
 import click
 
 from evtime.cli import options
 from evtime.cli.lazy import LazyGroup
-from evtime.runner import inputs, publish, summary
-from evtime.runner.explained import explain_format, file_source, rejected_frame
+from evtime.runner import explain_adjust as runner
+from evtime.runner import inputs
 
 EXPLAIN_COMMANDS = {
     "adjust": "evtime.cli.explain:explain_adjust",
@@ -82,65 +79,6 @@ def explain_adjust(**kw) -> None:
 
     For every arrival: the reference time and bound after it, the decision, the arrival
     that released the row and its position in the output."""
-    started = time.monotonic()
-    if kw["plot"]:
-        from evtime.io import plot
-
-        plot.check_path(kw["plot"], kw["overwrite"])  # before Spark starts
     ses, inp = options.session(kw), inputs.inputs_of(kw)
-
-    from evtime.engine import adjust as engine
-    from evtime.engine import present
-    from evtime.engine.scan import apply_in_parts
-    from evtime.io.reader import ROW, T
-    from evtime.io.writer import Sink
-    from evtime.units import truncated_range
-
-    spec = engine.AdjustSpec(kw["unit"], kw["range_"], inp.keys)
-    # (without keys: a pass over the times read here, and the search's carry, while Spark
-    # starts)
-    early = None if spec.keys else inputs.from_footers(lambda f, _: engine.early_explain(spec, f))
-    got = inputs.start(inp, ses, meanwhile=early)
-    df, lay, files = got.df, got.lay, got.files
-    read = inputs.count_read(df, got)  # on the checkpointed input, before any operator
-    # (the raw time and the row number are not shown: explain does not checkpoint them)
-    df = df.drop(*({lay.time_col, ROW} - {T}))
-    limits = truncated_range(got.time_range, spec.unit_ns)  # (known: no job to find them)
-    own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
-    summary.note_renamed("explain adjust", own)
-    sources = [f.shown for f in files]
-    with contextlib.ExitStack() as shared:
-        frame, step = _adjust_frame(ses.run, df, spec, got, own, sources, read, limits, shared)
-        frame = rejected_frame(frame, got, own, file_source(files))
-        shown = frame if step is None else apply_in_parts(frame, step)  # (as written)
-        sink = Sink(
-            "explain",
-            ("out", "discard"),
-            kw["output"],
-            explain_format(kw["fmt"], kw["output"], ses.call.params),
-            present.shown_columns(("ref",), own),
-            list(present.NS_COLUMNS),
-            kw["overwrite"],
-            text_of={"evtime": ("time", spec.unit_ns)},  # (the time truncated to the unit)
-            own=present.own_map(own),
-        )
-        counts = publish.write_and_publish(ses.run, frame, [sink], lay, step, shown.schema)
-        if kw["plot"]:
-            keys = tuple(dict(own)[k] for k in spec.keys)
-            plot.plot(shown, read, kw["plot"], plot_title(), keys=keys)
-    summary.summary("explain adjust", ses, counts, started, read)
-
-
-def _adjust_frame(run, df, spec, got, own, sources, read, limits, shared):
-    """explain adjust's rows in arrival order, to write, and the step the writer runs on
-    each part (None: the rows are the explanation), by the path
-    :func:`evtime.engine.adjust.choose.choose_explain` picks (a directory the tasks share
-    entered on the ``shared`` ExitStack)."""
-    from evtime.engine.adjust import choose
-    from evtime.io.staging import shared_dir
-
-    facts = choose.Facts(in_driver=run.in_driver, rejected=got.rejected is not None)
-    counted = lambda: shared.enter_context(shared_dir())  # noqa: E731 (the kept rows per part)
-    ctx = choose.Run(read, got.as_read, limits, counted, got.found_early, got.one_chunk)
-    good = lambda: read - inputs.rejected_count(got)  # noqa: E731 (arrivals 1..good: bad rows have none)
-    return choose.choose_explain(spec, facts, ctx, sources, own, good).explain(df)
+    args = runner.ExplainAdjustArgs.of(kw, title=plot_title() if kw["plot"] else "")
+    runner.explain_adjust(args, ses, inp)

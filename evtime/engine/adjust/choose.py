@@ -10,9 +10,14 @@ adjust (:func:`choose`), the first that holds:
 4. :class:`PrefixScan`: everything else.
 
 explain adjust (:func:`choose_explain`): read in this process, :class:`ExplainHere` (the
-prefix scan); else :class:`ExplainInParts` (from the plan, in place, or in parts: see
-:func:`~evtime.engine.adjust.parts.explain_in_parts`), the prefix scan when its bounds
-leave int64.
+prefix scan); else :class:`ExplainInParts`, the prefix scan when its bounds leave int64,
+which takes (:func:`choose_in_parts`), the first that holds:
+
+1. :class:`ExplainFromPlan`: no bad rows set aside, no keys, the times read here, and
+   the row groups fit (:func:`~evtime.engine.adjust.parts.plan_of`): no search job.
+2. :class:`ExplainInFiles`: no bad rows set aside, no keys, the times read here, more
+   than one row group (:func:`~evtime.engine.adjust.parts.suits_files`).
+3. :class:`ExplainInArrivalParts`: everything else.
 """
 
 from __future__ import annotations
@@ -157,9 +162,10 @@ class ExplainHere:
 
 @dataclass(frozen=True)
 class ExplainInParts(ExplainHere):
-    """:func:`~evtime.engine.adjust.parts.explain_in_parts` for ``good`` arrivals (the
-    prefix scan when bounds leave int64); with bad rows set aside, the explain columns
-    the step makes are added to the rows as nulls (the bad rows bring their own)."""
+    """:func:`~evtime.engine.adjust.parts.by_arrival` for ``good`` arrivals, then the way
+    :func:`choose_in_parts` picks (the prefix scan when bounds leave int64); with bad rows
+    set aside, the explain columns the step makes are added to the rows as nulls (the bad
+    rows bring their own)."""
 
     good: Callable[[], int] = int
     rejected: bool = False
@@ -168,25 +174,66 @@ class ExplainInParts(ExplainHere):
     def explain(self, df: DataFrame) -> tuple[DataFrame, object]:
         spec, run = self.spec, self.run
         try:
-            frame, step = parts.explain_in_parts(
-                df,
-                spec,
-                self.sources,
-                self.own,
-                self.good(),
-                run.where(),
-                run.limits,
-                run.as_read,
-                run.early,
-                in_place=not self.rejected,
+            arrivals, counts = self.good(), run.where()
+            made = parts.by_arrival(
+                df, spec, self.sources, self.own, arrivals, run.limits, run.as_read, run.early
             )
+            frame, step = choose_in_parts(made, in_place=not self.rejected).explain(made, counts)
         except OverflowError:  # (times and range beyond int64 ns)
             return super().explain(df)
         if self.rejected:  # (null here: made by the step)
-            made = step.schema(frame.schema).fields
-            nulls = {f.name: F.lit(None).cast(f.dataType) for f in made}
+            fields = step.schema(frame.schema).fields
+            nulls = {f.name: F.lit(None).cast(f.dataType) for f in fields}
             frame = frame.withColumns({c: v for c, v in nulls.items() if c not in frame.columns})
         return frame, step
+
+
+@dataclass(frozen=True)
+class ExplainFromPlan:
+    """:func:`~evtime.engine.adjust.parts.from_plan`: each row group explained where it is
+    read, from the plan of the rows near the groups' edges."""
+
+    plan: object
+    name = "from the plan"
+
+    def explain(self, made: parts.ByArrival, counts: str) -> tuple[DataFrame, object]:
+        return parts.from_plan(made, self.plan)
+
+
+@dataclass(frozen=True)
+class ExplainInFiles:
+    """:func:`~evtime.engine.adjust.parts.in_files`: the search's job leaves its results
+    by row group, then each row group is explained where it is read."""
+
+    name = "in files"
+
+    def explain(self, made: parts.ByArrival, counts: str) -> tuple[DataFrame, object]:
+        return parts.in_files(made, counts)
+
+
+@dataclass(frozen=True)
+class ExplainInArrivalParts:
+    """:func:`~evtime.engine.adjust.parts.in_arrival_parts`: the search and the rows
+    shuffled into parts of arrivals, explained as they are written."""
+
+    name = "in parts of arrivals"
+
+    def explain(self, made: parts.ByArrival, counts: str) -> tuple[DataFrame, object]:
+        return parts.in_arrival_parts(made, counts)
+
+
+def choose_in_parts(
+    made: parts.ByArrival, in_place: bool
+) -> ExplainFromPlan | ExplainInFiles | ExplainInArrivalParts:
+    """How :class:`ExplainInParts` explains the rows ``made``, by the table of this module
+    (``in_place``: no bad rows set aside, every row of ``df`` an arrival as read)."""
+    if in_place:
+        plan = parts.plan_of(made)
+        if plan is not None:
+            return ExplainFromPlan(plan)
+        if parts.suits_files(made):
+            return ExplainInFiles()
+    return ExplainInArrivalParts()
 
 
 def choose_explain(

@@ -37,7 +37,7 @@ from evtime.engine.scan import (
     sort_in_parts,
     value_limits,
 )
-from evtime.io.reader import CHUNK, SEQ, T
+from evtime.io.reader import CHUNK, ROW, SEQ, T
 from evtime.units import truncated_range, unit_ns
 
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
@@ -197,6 +197,13 @@ def order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataFrame:
     """Output order: (evtime, arrival); ``limits``: the least and the greatest evtime, when
     known (see :func:`~evtime.units.truncated_range`)."""
     return sort_in_parts(df, EVT, SEQ, limits=limits)
+
+
+def explained_input(df: DataFrame, time_col: str) -> DataFrame:
+    """The rows as read, as explain adjust takes them: without the row's time column as
+    read (its time in ns, ``T``, stays) and its row number, which explain does not show
+    (nor checkpoint)."""
+    return df.drop(*({time_col, ROW} - {T}))
 
 
 _ARR, _POS = "_evt_x_arrival", "_evt_x_output_pos"  # (not the row's own arrival, output_pos)

@@ -1,4 +1,6 @@
-"""explain adjust without a prefix scan (:func:`explain_in_parts`).
+"""explain adjust without a prefix scan: the rows by arrival (:func:`by_arrival`), then
+one of three ways, which :func:`evtime.engine.adjust.choose.choose_in_parts` picks
+(:func:`from_plan`, :func:`in_files`, :func:`in_arrival_parts`).
 
 * The search of :func:`~evtime.engine.scan.kept_in_parts`, in the output's parts, gives
   each row the least arrival above its evtime + range*unit: the row is kept when there is
@@ -78,7 +80,7 @@ from evtime.units import truncated_range
 
 @dataclass(frozen=True)
 class EarlyExplain:
-    """What :func:`explain_in_parts` takes from one pass over the times read here, and the
+    """What :func:`by_arrival` takes from one pass over the times read here, and the
     search's carry, found while Spark starts (:func:`early_explain`)."""
 
     arrivals: int
@@ -104,48 +106,129 @@ def early_explain(spec: AdjustSpec, known) -> EarlyExplain | None:
     return EarlyExplain(known.good, here, carry_here(reach, (), *limits, spec.width))
 
 
-def explain_in_parts(
+@dataclass(frozen=True)
+class ByArrival:
+    """What every way of explaining in parts starts from (:func:`by_arrival`): ``rows``
+    known by their arrival number, with their evtime and their own columns under the names
+    they are shown by; ``keys`` under those names; the pass over the times read here and
+    the search's carry it found (``here``, ``carry``: None without it); the evtimes'
+    bounds (``limits``); and what they came from."""
+
+    spec: AdjustSpec
+    sources: tuple[str, ...]
+    keys: tuple[str, ...]
+    arrivals: int
+    rows: DataFrame
+    here: ArrivalsHere | None
+    carry: Carry | None
+    limits: tuple
+    as_read: AsRead | None = None
+    early: EarlyExplain | None = None
+
+
+def by_arrival(
     df: DataFrame,
     spec: AdjustSpec,
     sources: Sequence[str],
     own: Sequence[tuple[str, str]],
     arrivals: int,
-    counts: str,
     limits: tuple[int, int] | None = None,
     as_read: AsRead | None = None,
     early: EarlyExplain | None = None,
-    in_place: bool = False,
-) -> tuple[DataFrame, Explainer]:
-    """:func:`explain` without a prefix scan, for ``arrivals`` rows (see the module): the
-    rows to write and the :class:`Explainer` the writer runs on each part.  ``own``: the
-    rows' own columns and their shown names; ``counts``: a directory the tasks and this
-    process share; ``as_read`` / ``early``: the times read here, and the pass over them
-    made already (:func:`early_explain`); ``in_place``: ``df`` is the rows as Spark's
-    Parquet reader reads them, every one an arrival.  Raises OverflowError when bounds
-    or search values leave the int64 range."""
+) -> ByArrival:
+    """:class:`ByArrival` for ``arrivals`` rows of ``df`` (see the module).  ``own``: the
+    rows' own columns and their shown names; ``as_read`` / ``early``: the times read here,
+    and the pass over them made already (:func:`early_explain`).  Raises OverflowError
+    when a bound leaves the int64 range."""
     keys = tuple(dict(own)[k] for k in spec.keys)
     here, carry = _pass_here(spec, arrivals, as_read, early, keys)
     rows = _by_arrival(df, spec, own, here, as_read)
     lims = _limits(rows, spec, limits)
-    if in_place and here is not None and lims[0] is not None:
-        plan = early.plan if early is not None and early.here is here else None
-        if plan is None and early is None:
-            plan = _explain_plan(spec, as_read, arrivals, here, lims[1])
-        if plan is not None:  # (no search job: each row group explained from the plan)
-            return _explained_from_plan(rows.drop(EVT), spec, sources, keys, arrivals, here, plan)
-    reach = here.dense(reach_from(as_read.times, spec.unit_ns)) if here else None
+    return ByArrival(spec, tuple(sources), keys, arrivals, rows, here, carry, lims, as_read, early)
+
+
+def plan_of(made: ByArrival):  # -> in_place.ExplainPlan | None
+    """The plan of the rows near the row groups' edges
+    (:func:`~evtime.engine.adjust.in_place.explain_plan`), found while Spark started or
+    now; None without the times read here, without rows, or when the row groups do not
+    fit."""
+    here, early = made.here, made.early
+    if here is None or made.limits[0] is None:
+        return None
+    plan = early.plan if early is not None and early.here is here else None
+    if plan is None and early is None:
+        plan = _explain_plan(made.spec, made.as_read, made.arrivals, here, made.limits[1])
+    return plan
+
+
+def suits_files(made: ByArrival) -> bool:
+    """Whether the row groups the pass over the times read here found suit explaining
+    where they are read (:func:`~evtime.engine.adjust.core.suits_in_place`)."""
+    here = made.here
+    return here is not None and suits_in_place(here, made.arrivals, len(made.as_read.groups))
+
+
+def from_plan(made: ByArrival, plan) -> tuple[DataFrame, Explainer]:
+    """Each row group explained where it is read, with the search's results from ``plan``
+    (:func:`plan_of`): no search job."""
+    return _where_read(made, in_place.FromPlan(made.here.group_starts, plan))
+
+
+def in_files(made: ByArrival, counts: str) -> tuple[DataFrame, Explainer]:
+    """Runs the search (one Spark job), its results left by row group in ``counts`` (a
+    directory the tasks and this process share), then each row group explained where it
+    is read, with its results from those files (:class:`InFiles`)."""
+    from evtime.engine import scan
+    from evtime.errors import EvtimeError
+
+    parts, search = _search(made)
+    starts, arrivals = made.here.group_starts, made.arrivals
+    step = ResultsInFiles(CountedInPart(search, counts), starts)
+    got = sum(r["rows"] for r in scan.collect_few(apply_in_parts(parts, step)))
+    if got != arrivals:
+        raise EvtimeError(f"internal error: the search found {got} of {arrivals} rows")
+    return _where_read(made, InFiles(counts, starts))
+
+
+def _where_read(made: ByArrival, source) -> tuple[DataFrame, Explainer]:
+    """The rows as read and the :class:`Explainer` of each row group where it is read,
+    the search's results from ``source``."""
+    from evtime.io.writer import EachPart
+
+    here = made.here
+    step = Explainer(
+        made.spec,
+        made.sources,
+        made.keys,
+        made.arrivals,
+        source,
+        EachPart(len(here.group_starts)),
+        tops_before(here.group_tops),
+    )
+    return made.rows.drop(EVT).withColumn(PART, F.lit(-1).cast("long")), step
+
+
+def in_arrival_parts(made: ByArrival, counts: str) -> tuple[DataFrame, Explainer]:
+    """The search and the rows shuffled into parts of arrivals, each explained by the
+    writer's :class:`Explainer` (the search's results sent on in the same job,
+    :class:`InParts`; ``counts``: a directory the tasks and this process share)."""
+    parts, search = _search(made)
+    step = Explainer(made.spec, made.sources, made.keys, made.arrivals, InParts(counts))
+    return _in_arrival_parts(made.rows, parts, search, step, made.here)
+
+
+def _search(made: ByArrival) -> tuple[DataFrame, KeptInPart]:
+    """The search of :func:`~evtime.engine.scan.kept_in_parts` over the keys, evtime and
+    arrival numbers, from the carry found here when it fits.  Raises OverflowError when
+    search values leave the int64 range."""
+    spec, here, carry, lims = made.spec, made.here, made.carry, made.limits
+    reach = here.dense(reach_from(made.as_read.times, spec.unit_ns)) if here else None
     if carry is not None and carry.fits((), *lims, spec.width):
         reach = carry
-    narrow = rows.select(*keys, EVT, ARRIVAL)
-    parts, search = kept_in_parts(
-        narrow, EVT, spec.width, ARRIVAL, KEEP, keys, lims, REL, RANK, reach=reach
+    narrow = made.rows.select(*made.keys, EVT, ARRIVAL)
+    return kept_in_parts(
+        narrow, EVT, spec.width, ARRIVAL, KEEP, made.keys, lims, REL, RANK, reach=reach
     )
-    if in_place and here is not None and suits_in_place(here, arrivals, len(as_read.groups)):
-        return _explained_in_place(
-            rows.drop(EVT), parts, search, spec, sources, keys, counts, here, arrivals
-        )
-    step = Explainer(spec, tuple(sources), keys, arrivals, InParts(counts))
-    return _in_arrival_parts(rows, parts, search, step, here)
 
 
 def _pass_here(spec, arrivals: int, as_read, early, keys) -> tuple:
@@ -208,64 +291,12 @@ def _probes(rows: DataFrame, keys, in_arrivals) -> DataFrame:
     return carry.select(*keys, F.col(EVT).alias(T), PART, F.lit(0).cast("long").alias(ARRIVAL))
 
 
-def _explained_in_place(
-    rows: DataFrame,
-    parts: DataFrame,
-    search: KeptInPart,
-    spec: AdjustSpec,
-    sources: Sequence[str],
-    keys: tuple[str, ...],
-    counts: str,
-    here: ArrivalsHere,
-    arrivals: int,
-) -> tuple[DataFrame, Explainer]:
-    """:func:`explain_in_parts` with ``in_place``: runs the search (one Spark job), returns
-    the rows as read and :class:`Explainer` reading the files (:class:`InFiles`)."""
-    from evtime.engine import scan
-    from evtime.errors import EvtimeError
-    from evtime.io.writer import EachPart
-
-    step = ResultsInFiles(CountedInPart(search, counts), here.group_starts)
-    got = sum(r["rows"] for r in scan.collect_few(apply_in_parts(parts, step)))
-    if got != arrivals:
-        raise EvtimeError(f"internal error: the search found {got} of {arrivals} rows")
-    explain = Explainer(
-        spec,
-        tuple(sources),
-        keys,
-        arrivals,
-        InFiles(counts, here.group_starts),
-        EachPart(len(here.group_starts)),
-        tops_before(here.group_tops),
-    )
-    return rows.withColumn(PART, F.lit(-1).cast("long")), explain
-
-
 def _explain_plan(spec: AdjustSpec, as_read: AsRead, arrivals: int, here: ArrivalsHere, hi: int):
     """:func:`~evtime.engine.adjust.in_place.explain_plan` when the row groups ``here``
     found fit (see :func:`~evtime.engine.adjust.in_place.fits`), else None."""
     if spec.keys or not in_place.fits(here, arrivals, len(as_read.groups), spec.width):
         return None
     return in_place.explain_plan(as_read.times, spec.unit_ns, spec.width, arrivals, here, hi)
-
-
-def _explained_from_plan(
-    rows, spec, sources, keys, arrivals, here, plan
-) -> tuple[DataFrame, Explainer]:
-    """The rows as read and :class:`Explainer` from the plan
-    (:class:`~evtime.engine.adjust.in_place.FromPlan`)."""
-    from evtime.io.writer import EachPart
-
-    step = Explainer(
-        spec,
-        tuple(sources),
-        keys,
-        arrivals,
-        in_place.FromPlan(here.group_starts, plan),
-        EachPart(len(here.group_starts)),
-        tops_before(here.group_tops),
-    )
-    return rows.withColumn(PART, F.lit(-1).cast("long")), step
 
 
 @dataclass(frozen=True)
@@ -401,7 +432,7 @@ _KEPT_BEFORE: dict[str, np.ndarray] = {}  # per counts directory, in a Python wo
 
 @dataclass(frozen=True)
 class Explainer:
-    """The last step of :func:`explain_in_parts`, in Arrow, on each whole part of arrivals
+    """The last step of explaining in parts, in Arrow, on each whole part of arrivals
     (sorted by arrival, probe rows first) or row group: the reference time per key as a
     running maximum, the search's results from ``source`` (:class:`InParts`,
     :class:`InFiles`, :class:`~evtime.engine.adjust.in_place.FromPlan`), then every explain
