@@ -64,7 +64,7 @@ def _adjust(
     outputs.added_name("--as", args.as_)
     if args.emit_bounds and "=" not in (args.bound_marker or ""):
         raise UsageError("--emit-bounds needs --bound-marker COL=VALUE (how bound rows look)")
-    state.check_state_outputs(dataclasses.asdict(args))
+    state.check_state_outputs(state.StateArgs.of(dataclasses.asdict(args)))
     if not inp.inputs and not args.flush:
         raise UsageError("missing INPUT (only --state DIR --flush runs without one)")
     if args.state:
@@ -83,34 +83,35 @@ def _adjust(
     early = None
     if not (args.discards or args.emit_bounds or spec.keys):  # (while Spark starts)
         early = inputs.from_footers(lambda foot, _: in_place.early_adjust(spec, foot))
-    spark, df, lay, files = inputs.start(inp, ses, meanwhile=early)
-    read = inputs.count_read(df, inp)  # on the checkpointed input, before any operator
+    got = inputs.start(inp, ses, meanwhile=early)
+    df, lay = got.df, got.lay
+    read = inputs.count_read(df, got)  # on the checkpointed input, before any operator
     own = lay.schema.names
     facts = choose.Facts(
         in_driver=ses.run.in_driver,
-        rejected=inp.rejected is not None,  # (not every row an arrival, as read)
+        rejected=got.rejected is not None,  # (not every row an arrival, as read)
         discards=bool(args.discards),
         emit_bounds=bool(args.emit_bounds),
     )
     zones = lambda: shared.enter_context(shared_dir())  # noqa: E731 (only when taken)
     # the time range, when known (read here, or in the Parquet footers): no job to find it
-    limits = truncated_range(inp.time_range, spec.unit_ns)
-    ctx = choose.Run(read, inp.as_read, limits, zones, inp.found_early, inp.one_chunk)
+    limits = truncated_range(got.time_range, spec.unit_ns)
+    ctx = choose.Run(read, got.as_read, limits, zones, got.found_early, got.one_chunk)
     path = choose.choose(spec, facts, df, ctx)
     classified, step = path.adjust(df)
-    df, sinks = _sinks(classified, spec, own, args, inp.as_read)
+    df, sinks = _sinks(classified, spec, own, args, got.as_read)
     out = sinks[0]
     df, reroute = path.routed(df, step)
     if reroute:  # the keep flag is found as each part is written: the route with it
         step = publish.Routed(step, choose.route_of)
     if args.emit_bounds:
         df, out.columns = engine.with_bounds(
-            df, spec, lay, args.bound_marker, inp.time_format, inp.tz, out.columns
+            df, spec, lay, args.bound_marker, got.time_format, got.tz, out.columns
         )
         out.routes = ("out", "emit")
     else:
         df = path.ordered(df)
-    df = inputs.with_rejected(df, inp)
+    df = inputs.with_rejected(df, got)
     counts = publish.write_and_publish(ses.run, df, sinks, lay, step)
     summary.summary("adjust", ses, counts, started, read, args.max_discards)
 
@@ -122,28 +123,31 @@ def _stateful(args: AdjustArgs, spec, ses: Session, inp: Inputs, started: float)
     record = {"--unit": spec.unit, "--range": spec.range, "--key": list(spec.keys)}
     record["--order-by"] = inp.order_by
     try:
-        spark, df, lay, files = inputs.start(
+        got = inputs.start(
             inp,
             ses,
-            before_spark=state.state_opener(dataclasses.asdict(args), "adjust", record, box),
+            before_spark=state.state_opener(
+                state.StateArgs.of(dataclasses.asdict(args)), "adjust", record, box
+            ),
         )
+        spark, df, lay = got.spark, got.df, got.lay
         (stf,) = box
-        _stateful_run(args, spec, ses, inp, started, spark, df, lay, stf)
+        _stateful_run(args, spec, ses, got, started, spark, df, lay, stf)
     finally:
         for stf in box:
             stf.sd.close()  # the lock on DIR
 
 
-def _stateful_run(args: AdjustArgs, spec, ses, inp, started, spark, df, lay, stf) -> None:
+def _stateful_run(args: AdjustArgs, spec, ses, got, started, spark, df, lay, stf) -> None:
     from evtime.engine import adjust as engine
     from evtime.io.reader import T
     from evtime.io.writer import Sink
 
-    good = inputs.count_good(df, inp)  # bad rows (--bad-rows discard) take no arrival number
-    read = good + inputs.rejected_count(inp)
+    good = inputs.count_good(df, got)  # bad rows (--bad-rows discard) take no arrival number
+    read = good + inputs.rejected_count(got)
     own = lay.schema.names
     refs, carried = stf.read(spark, "refs.parquet"), stf.read(spark, "held.parquet")
-    df = engine.classify(df, spec, refs, one_chunk=inp.one_chunk, as_read=inp.as_read)
+    df = engine.classify(df, spec, refs, one_chunk=got.one_chunk, as_read=got.as_read)
     df = engine.carry_on(df, spec, carried, refs, stf.st.arrivals, stf.flush)
     df, sinks = _sinks(df, spec, own, args)
 
@@ -162,7 +166,7 @@ def _stateful_run(args: AdjustArgs, spec, ses, inp, started, spark, df, lay, stf
         ]
 
     meta = {"command": "adjust", "arrivals": stf.st.arrivals + good}
-    df = inputs.with_rejected(engine.order(df), inp)
+    df = inputs.with_rejected(engine.order(df), got)
     counts = state.write_and_commit(ses.run, df, sinks, lay, stf, state_sinks, meta)
     summary.summary("adjust", ses, counts, started, read, args.max_discards, carried=stf.carried)
 

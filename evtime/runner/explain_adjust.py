@@ -57,16 +57,17 @@ def explain_adjust(args: ExplainAdjustArgs, ses: Session, inp: Inputs) -> None:
     # (without keys: a pass over the times read here, and the search's carry, while Spark
     # starts)
     early = None if spec.keys else inputs.from_footers(lambda f, _: engine.early_explain(spec, f))
-    spark, df, lay, files = inputs.start(inp, ses, meanwhile=early)
-    read = inputs.count_read(df, inp)  # on the checkpointed input, before any operator
+    got = inputs.start(inp, ses, meanwhile=early)
+    df, lay, files = got.df, got.lay, got.files
+    read = inputs.count_read(df, got)  # on the checkpointed input, before any operator
     df = engine.explained_input(df, lay.time_col)
-    limits = truncated_range(inp.time_range, spec.unit_ns)  # (known: no job to find them)
+    limits = truncated_range(got.time_range, spec.unit_ns)  # (known: no job to find them)
     own = present.own_columns(lay.schema.names, lay.time_col, ("ref",))
     summary.note_renamed("explain adjust", own)
     sources = [f.shown for f in files]
     with contextlib.ExitStack() as shared:
-        frame, step = _adjust_frame(ses.run, df, spec, inp, own, sources, read, limits, shared)
-        frame = rejected_frame(frame, inp, own, file_source(files))
+        frame, step = _adjust_frame(ses.run, df, spec, got, own, sources, read, limits, shared)
+        frame = rejected_frame(frame, got, own, file_source(files))
         shown = frame if step is None else apply_in_parts(frame, step)  # (as written)
         sink = Sink(
             "explain",
@@ -86,7 +87,7 @@ def explain_adjust(args: ExplainAdjustArgs, ses: Session, inp: Inputs) -> None:
     summary.summary("explain adjust", ses, counts, started, read)
 
 
-def _adjust_frame(run, df, spec, inp, own, sources, read, limits, shared):
+def _adjust_frame(run, df, spec, got, own, sources, read, limits, shared):
     """explain adjust's rows in arrival order, to write, and the step the writer runs on
     each part (None: the rows are the explanation), by the path
     :func:`evtime.engine.adjust.choose.choose_explain` picks (a directory the tasks share
@@ -94,8 +95,8 @@ def _adjust_frame(run, df, spec, inp, own, sources, read, limits, shared):
     from evtime.engine.adjust import choose
     from evtime.io.staging import shared_dir
 
-    facts = choose.Facts(in_driver=run.in_driver, rejected=inp.rejected is not None)
+    facts = choose.Facts(in_driver=run.in_driver, rejected=got.rejected is not None)
     counted = lambda: shared.enter_context(shared_dir())  # noqa: E731 (the kept rows per part)
-    ctx = choose.Run(read, inp.as_read, limits, counted, inp.found_early, inp.one_chunk)
-    good = lambda: read - inputs.rejected_count(inp)  # noqa: E731 (arrivals 1..good: bad rows have none)
+    ctx = choose.Run(read, got.as_read, limits, counted, got.found_early, got.one_chunk)
+    good = lambda: read - inputs.rejected_count(got)  # noqa: E731 (arrivals 1..good: bad rows have none)
     return choose.choose_explain(spec, facts, ctx, sources, own, good).explain(df)

@@ -79,9 +79,10 @@ def adjust(args: SweepAdjustArgs, ses: Session, inp: Inputs) -> None:
     started = time.monotonic()
     from evtime.engine import sweep as engine
 
-    spark, df, lay, files = inputs.start(inp, ses)
-    read, bad = inputs.count_good(df, inp), inputs.rejected_count(inp)
-    found = engine.adjust(df, args.unit, list(args.ranges), inp.keys)
+    got = inputs.start(inp, ses)
+    spark, df, lay = got.spark, got.df, got.lay
+    read, bad = inputs.count_good(df, got), inputs.rejected_count(got)
+    found = engine.adjust(df, args.unit, list(args.ranges), got.keys)
     rows = _rows(found, list(args.ranges), "range", read, bad)
     _publish(ses, spark, rows, "range", args.table, lay, numeric=True)
     _done("adjust", ses, read + bad, len(rows), started)
@@ -97,8 +98,8 @@ def merge(args: SweepMergeArgs, setup: Callable[[], tuple]) -> None:
 
     if not args.arrival:
         raise UsageError("sweep merge needs --arrival COL (the wait is on that clock)")
-    ses, inp, spec, df, lay = setup()
-    read, bad = inputs.count_good(df, inp), inputs.rejected_count(inp)
+    ses, got, spec, df, lay = setup()
+    read, bad = inputs.count_good(df, got), inputs.rejected_count(got)
     found = engine.merge(df, spec, [ns for _, ns in args.waits])
     rows = _rows(found, [t for t, _ in args.waits], "wait", read, bad)
     _publish(ses, df.sparkSession, rows, "wait", args.table, lay, numeric=False)
@@ -120,8 +121,9 @@ def bound(args: SweepBoundArgs, spec, check, ses: Session, inp: Inputs) -> None:
         specs = [dataclasses.replace(spec, size=ns) for _, ns in args.sizes]
     for s in specs:
         s.check()
-    spark, df, lay, files = inputs.start(inp, ses, check)
-    read, bad = inputs.count_good(df, inp), inputs.rejected_count(inp)
+    got = inputs.start(inp, ses, check)
+    spark, df, lay = got.spark, got.df, got.lay
+    read, bad = inputs.count_good(df, got), inputs.rejected_count(got)
     found = engine.bound(df, specs)
     rows = _rows(found, [t for t, _ in values], setting, read, bad)
     _publish(ses, spark, rows, setting, args.table, lay, numeric=False)
