@@ -120,7 +120,7 @@ def _sinks(args: MergeArgs, spec, own: list[str], copies: dict[str, str]) -> lis
     sinks = [
         Sink(
             "output",
-            (*[r for r in routes if r.startswith("out:")], "emit"),
+            (*routes_of(routes, "out:"), "emit"),
             args.output,
             output_format(args.output, args.output_format),
             [*own, args.source_as, args.as_],
@@ -130,19 +130,18 @@ def _sinks(args: MergeArgs, spec, own: list[str], copies: dict[str, str]) -> lis
         )
     ]
     if args.discards:
+        added, discard_routes = (args.source_as, args.as_), routes_of(routes, "discard:")
         late = outputs.discards_sink(
-            args.discards,
-            args.overwrite,
-            own,
-            (args.source_as, args.as_),
-            (args.as_,),
-            tuple(r for r in routes if r.startswith("discard:")),
-            copies,
-            "merge",
+            args.discards, args.overwrite, own, added, (args.as_,), discard_routes, copies, "merge"
         )
         late.derived.update(derived)
         sinks.append(late)
     return sinks
+
+
+def routes_of(routes: list[str], kind: str) -> tuple[str, ...]:
+    """The routes of one kind (``out:``, ``discard:``) of :func:`engine.merge.route_names`."""
+    return tuple(r for r in routes if r.startswith(kind))
 
 
 def _merge(args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started: float) -> None:
