@@ -170,7 +170,7 @@ def explain_merge(**kw) -> None:
         output=kw.pop("output"),
         overwrite=kw.pop("overwrite"),
         plot=kw.pop("plot"),
-        plot_title=plot_title(),
+        title=plot_title(),
     )
     runner.explain_merge(args, ses, inp)
 

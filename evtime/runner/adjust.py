@@ -19,7 +19,7 @@ from evtime.runner.inputs import Inputs
 
 
 @dataclass(frozen=True)
-class AdjustArgs:
+class AdjustArgs(outputs.OutputArgs):
     """adjust's options, its Spark and input options aside (:class:`Session`,
     :class:`Inputs`); named as the click command names them."""
 
@@ -28,14 +28,6 @@ class AdjustArgs:
     as_: str = "evtime"
     emit_bounds: bool = False
     bound_marker: str | None = None
-    output: str = "-"
-    output_format: str | None = None
-    overwrite: bool = False
-    output_layout: str = "file"
-    max_discards: int | None = None
-    discards: str | None = None
-    state: str | None = None
-    flush: bool = False
 
     @classmethod
     def of(cls, kw: Mapping[str, Any]) -> AdjustArgs:

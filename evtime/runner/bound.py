@@ -17,25 +17,22 @@ from evtime.runner.bound_windows import BoundArgs, WindowOptions, check_columns
 from evtime.runner.context import Session
 from evtime.runner.explained import explain_format, file_source, rejected_frame
 from evtime.runner.inputs import Inputs, Read
+from evtime.runner.outputs import ExplainArgs
 
 
 @dataclass(frozen=True)
-class ExplainBoundArgs:
+class ExplainBoundArgs(ExplainArgs):
     """``evtime explain bound``'s options, its Spark and input options aside; ``title``:
     the picture's title (the command as typed), when --plot is given."""
 
     window: WindowOptions
-    fmt: str | None = None
-    output: str = "-"
-    overwrite: bool = False
-    plot: str | None = None
-    title: str = ""
 
     @classmethod
     def of(cls, kw: Mapping[str, Any], title: str = "") -> ExplainBoundArgs:
         """The options among the click command's parameters ``kw``."""
         window = WindowOptions.of(kw)
-        return cls(window, kw["fmt"], kw["output"], kw["overwrite"], kw["plot"], title)
+        given = {n: kw[n] for n in ("fmt", "output", "overwrite", "plot")}
+        return cls(window, **given, title=title)
 
 
 def bound(args: BoundArgs, ses: Session, inp: Inputs) -> None:

@@ -67,21 +67,13 @@ class WindowOptions:
 
 
 @dataclass(frozen=True)
-class BoundArgs:
+class BoundArgs(outputs.OutputArgs):
     """``evtime bound``'s options, its Spark and input options aside (``Session``,
     ``Inputs``); named as the click command names them."""
 
     window: WindowOptions
     aggs: tuple[str, ...] = ()
     udafs: tuple[str, ...] = ()
-    output: str = "-"
-    output_format: str | None = None
-    overwrite: bool = False
-    output_layout: str = "file"
-    max_discards: int | None = None
-    discards: str | None = None
-    state: str | None = None
-    flush: bool = False
 
     @classmethod
     def of(cls, kw: Mapping[str, Any]) -> BoundArgs:

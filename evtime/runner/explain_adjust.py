@@ -16,21 +16,17 @@ from evtime.runner import inputs, publish, summary
 from evtime.runner.context import Session
 from evtime.runner.explained import explain_format, file_source, rejected_frame
 from evtime.runner.inputs import Inputs
+from evtime.runner.outputs import ExplainArgs
 
 
 @dataclass(frozen=True)
-class ExplainAdjustArgs:
+class ExplainAdjustArgs(ExplainArgs):
     """explain adjust's options, its Spark and input options aside (named as the click
     command names them), and ``title``: the picture's title (the command as typed)."""
 
     unit: str
     range_: int
-    fmt: str | None = None
-    output: str = "-"
-    overwrite: bool = False
     output_layout: str = "file"
-    plot: str | None = None
-    title: str = ""
 
     @classmethod
     def of(cls, kw: Mapping[str, Any], title: str = "") -> ExplainAdjustArgs:

@@ -22,17 +22,12 @@ from evtime.runner.merge_setup import MergeArgs, MergeOptions, setup
 
 
 @dataclass(frozen=True)
-class ExplainMergeArgs:
+class ExplainMergeArgs(outputs.ExplainArgs):
     """``evtime explain merge``'s options besides the inputs and the session: the
     operator's, the table's (``--format``, ``-o``, ``--overwrite``) and ``--plot PATH``
     with its title (the command as typed)."""
 
     operator: MergeOptions
-    fmt: str | None = None
-    output: str = "-"
-    overwrite: bool = False
-    plot: str | None = None
-    plot_title: str = ""
 
 
 def merge(args: MergeArgs, ses: Session, inp: Inputs) -> None:
@@ -221,7 +216,7 @@ def explain_merge(args: ExplainMergeArgs, ses: Session, inp: Inputs) -> None:
             frame.withColumnRenamed("_evt_source_bound", "source_bound"),
             sum(counts.values()),
             args.plot,
-            args.plot_title,
+            args.title,
             extra=("source_bound",),
             bound_label="definitive time after arrival",
             sources_leave=spec.join_leave,

@@ -13,6 +13,7 @@ from evtime.errors import UsageError
 from evtime.runner import inputs
 from evtime.runner.context import Session
 from evtime.runner.inputs import Inputs
+from evtime.runner.outputs import OutputArgs
 
 _NAME = re.compile(r"[\w.\-]+")
 
@@ -35,23 +36,15 @@ class MergeOptions:
 
 
 @dataclass(frozen=True)
-class MergeArgs:
+class MergeArgs(OutputArgs):
     """``evtime merge``'s options besides the inputs and the session: the operator's, the
     outputs (``-o``, its format and layout, ``--discards``, ``--max-discards``), the added
     columns (``--as``, ``--source-as``), ``--emit-bounds`` and ``--state DIR [--flush]``."""
 
     operator: MergeOptions
-    output: str = "-"
-    output_format: str | None = None
-    output_layout: str = "file"
-    overwrite: bool = False
-    discards: str | None = None
-    max_discards: int | None = None
     emit_bounds: bool = False
     as_: str = "evtime"
     source_as: str = "source"
-    state: str | None = None
-    flush: bool = False
 
 
 def sources(args: tuple[str, ...]) -> tuple[list[str], list[str]]:

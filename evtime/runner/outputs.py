@@ -16,6 +16,34 @@ from evtime.runner.summary import note_renamed
 OUTPUT_OPTIONS = (("-o", "output"), ("--discards", "discards"), ("--plot", "plot"))
 
 
+@dataclass(frozen=True, kw_only=True)
+class OutputArgs:
+    """The options of a command that writes rows (named as the click commands name them):
+    ``-o``, its format and layout, ``--overwrite``, ``--discards``, ``--max-discards``,
+    ``--state DIR [--flush]``.  A command's own options extend it."""
+
+    output: str = "-"
+    output_format: str | None = None
+    overwrite: bool = False
+    output_layout: str = "file"
+    max_discards: int | None = None
+    discards: str | None = None
+    state: str | None = None
+    flush: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class ExplainArgs:
+    """The options of an ``explain`` command's table and picture: ``--format``, ``-o``,
+    ``--overwrite``, ``--plot PATH`` and the picture's title (the command as typed)."""
+
+    fmt: str | None = None
+    output: str = "-"
+    overwrite: bool = False
+    plot: str | None = None
+    title: str = ""
+
+
 @dataclass(frozen=True)
 class Dialect:
     """The text of the run's CSV outputs (--delimiter / --tsv / --no-header)."""
