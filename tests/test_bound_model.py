@@ -138,7 +138,7 @@ def _engine(spark, keyed, events, cfg, explain=True):
 
 
 def _without_part(rows: list[dict]) -> list[dict]:
-    from evtime.io.reader import PART
+    from evtime.columns import PART
 
     return [{c: v for c, v in r.items() if c != PART} for r in rows]
 
@@ -146,7 +146,7 @@ def _without_part(rows: list[dict]) -> list[dict]:
 def _in_order(frame) -> list[dict]:
     """The rows of an output frame in output order, as the writer puts them together: part
     after part (each part is whole, and sorted, in one Spark partition)."""
-    from evtime.io.reader import PART
+    from evtime.columns import PART
 
     return sorted((r.asDict() for r in frame.collect()), key=lambda r: r[PART])
 

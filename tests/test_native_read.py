@@ -12,6 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from evtime import columns
 from evtime.io import native, reader
 from evtime.io.sources import InputFile, expand_inputs
 
@@ -285,7 +286,7 @@ def test_footers_count_and_range_the_times(tmp_path, unit):
         column = t.column("time").cast(pa.int64()).to_pylist()
         for g in range(0, len(column), 7):
             seen = [v * per for v in column[g : g + 7] if v is not None]
-            groups.append(((i << reader.SEQ_FILE_SHIFT) + g, max(seen) if seen else None))
+            groups.append(((i << columns.SEQ_FILE_SHIFT) + g, max(seen) if seen else None))
     assert got.groups == tuple(groups) and groups[0][1] is None
 
 
@@ -337,7 +338,7 @@ def test_local_times_are_the_times_in_arrival_order_with_their_seq(tmp_path):
     as the least int64 (it reaches nothing).  URLs and other formats: None."""
     import numpy as np
 
-    from evtime.io.reader import SEQ_FILE_SHIFT
+    from evtime.columns import SEQ_FILE_SHIFT
 
     a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
     ta = pa.table({"t": pa.array([5, None, 3, 9, 1], pa.timestamp("ms"))})

@@ -239,9 +239,11 @@ def test_a_part_step_gets_each_whole_part(tmp_path, monkeypatch, fmt, held_max, 
     (the bad rows) as they come."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
+    from evtime.columns import PART, ROUTE
     from evtime.io import writer
-    from evtime.io.reader import PART, Layout
-    from evtime.io.writer import ROUTE, Sink, _write_parts, routes, stage
+    from evtime.io.reader import Layout
+    from evtime.io.writer import Sink, _write_parts, stage
+    from evtime.steps import routes
 
     monkeypatch.setattr(writer, "HELD_MAX", held_max)
     n = 50  # rows 0..49 in output order: parts of 10, and bad rows in part 1024
@@ -300,14 +302,16 @@ def test_a_part_step_gets_each_whole_part(tmp_path, monkeypatch, fmt, held_max, 
 
 
 def test_parts_as_read_are_marked_done_one_by_one_and_assembled_in_order(tmp_path):
-    """Rows explained where they were read (evtime.io.writer.EachPart): a task holds its
+    """Rows explained where they were read (evtime.steps.EachPart): a task holds its
     parts in any order (row groups of files Spark packed together), each marked done as
     soon as its files are written; the output is assembled in the order of the parts, and
     a part no task had (no rows) does not hold it up once the job is over."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    from evtime.io.reader import PART, Layout
-    from evtime.io.writer import ROUTE, EachPart, Early, Sink, _write_parts, done_path
+    from evtime.columns import PART, ROUTE
+    from evtime.io.reader import Layout
+    from evtime.io.writer import Early, Sink, _write_parts, done_path
+    from evtime.steps import EachPart
 
     lay = Layout(pa.schema([("v", pa.int64())]), "v")
     sink = Sink("o", ("out",), str(tmp_path / "out.csv"), "csv", ["v"])
@@ -347,8 +351,9 @@ def test_derived_columns_are_made_where_the_rows_are_written(tmp_path, fmt):
     (null for null), typed in the output as if Spark had carried them."""
     from pyspark.sql.types import IntegerType, LongType, StringType, StructField, StructType
 
-    from evtime.io.reader import PART, Layout
-    from evtime.io.writer import ROUTE, Derived, Sink, _write_parts, stage
+    from evtime.columns import PART, ROUTE
+    from evtime.io.reader import Layout
+    from evtime.io.writer import Derived, Sink, _write_parts, stage
 
     table = pa.table(
         {
@@ -403,7 +408,7 @@ class _Passing:
         self.ranges, self.fail_at = ranges, fail_at
 
     def __call__(self, part):
-        from evtime.io.reader import PART
+        from evtime.columns import PART
 
         if self.fail_at is not None and part.column(PART)[0].as_py() == self.fail_at:
             raise ValueError("a task fails")
@@ -413,9 +418,8 @@ class _Passing:
 def _ranged_rows(spark, n_rows: int, ranges):
     from pyspark.sql import functions as F
 
+    from evtime.columns import PART, ROUTE
     from evtime.engine.scan import in_ranges
-    from evtime.io.reader import PART
-    from evtime.io.writer import ROUTE
 
     df = spark.range(n_rows).select(
         "id", (F.col("id") * (ranges.top + 1) / n_rows).cast("long").alias(PART)
@@ -484,7 +488,8 @@ def test_in_routes_of_numbered_and_named_routes():
     import numpy as np
     import pyarrow.compute as pc
 
-    from evtime.io.writer import in_routes, routes
+    from evtime.io.writer import in_routes
+    from evtime.steps import routes
 
     names = ["out", "discard", "discard:2"]
     numbered = routes(np.array([0, 1, 2, 2, 0, 1]), names)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from evtime.columns import CHUNK, CHUNK_SHIFT, PART, SEQ, SEQ_FILE_SHIFT
 from evtime.engine.running import NONE
 from evtime.engine.scan import (
     AsRead,
@@ -25,7 +26,6 @@ from evtime.engine.scan import (
     running,
     sliced_groups,
 )
-from evtime.io.reader import CHUNK, CHUNK_SHIFT, PART, SEQ, SEQ_FILE_SHIFT
 from tests.examples import examples, spark_settings
 
 rows_st = st.lists(

@@ -30,6 +30,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import LongType, StructField, StructType
 
+from evtime.columns import PART, SEQ, T
 from evtime.engine import adjust, present, udaf
 from evtime.engine import saturate as sat
 from evtime.engine.running import values_of
@@ -46,7 +47,6 @@ from evtime.engine.scan import (
     value_limits,
 )
 from evtime.errors import UsageError
-from evtime.io.reader import PART, SEQ, T
 from evtime.units import unit_ns
 
 T0 = "_evt_t0"  # the row's time (floored to --unit) before any late adjustment
@@ -530,7 +530,7 @@ def out_routed(frame: DataFrame) -> DataFrame:
     """``frame`` (windows as :func:`output` gives them) with every row routed to the
     output sink: ``ROUTE`` is ``out`` on every row, so the writer sends them all to ``-o``
     and counts them as windows."""
-    from evtime.io.writer import ROUTE
+    from evtime.columns import ROUTE
 
     return frame.withColumn(ROUTE, F.lit("out"))
 
@@ -600,7 +600,7 @@ def routed(cl: DataFrame, spec: BoundSpec, discard_columns: bool) -> DataFrame:
     """Every arrival with the route that counts it: ``discard`` (late, dropped), ``bound``
     (marker rows), ``adjusted`` or ``released`` (in windows); with ``discard_columns``, the
     discards' ``arrival``, ``reason`` and ``bound``.  For :func:`late_in_order`."""
-    from evtime.io.writer import ROUTE
+    from evtime.columns import ROUTE
 
     df = cl.withColumn(ROUTE, route())
     if discard_columns:
@@ -615,8 +615,8 @@ def late_in_order(df: DataFrame, limits: tuple[int, int] | None = None) -> DataF
     :func:`~evtime.engine.scan.sort_in_parts`), the other rows after them in no order and
     without a shuffle (they are counted, or written where order does not matter).
     ``limits``: the least and the greatest arrival number, when known (no aggregate job)."""
+    from evtime.columns import PART
     from evtime.engine.scan import AFTER_PARTS, bucket_column, bucketer
-    from evtime.io.reader import PART
 
     late = F.coalesce(F.col(DECISION) == present.DISCARDED, F.lit(False))
     first = df.where(late)
@@ -641,7 +641,7 @@ def explain_routed(frame: DataFrame) -> DataFrame:
     :func:`~evtime.engine.present.explain_frame` names it) routed for its one sink by their
     decision: ``discard`` (discarded), ``bound`` (bound rows), ``out`` (every other), so
     the writer counts each kind for the summary."""
-    from evtime.io.writer import ROUTE
+    from evtime.columns import ROUTE
 
     decision = F.col("decision")
     return frame.withColumn(

@@ -26,6 +26,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from evtime.columns import SEQ, T
 from evtime.engine import present
 from evtime.engine.adjust import CARRIED, join_keys
 from evtime.engine.bound import (
@@ -47,7 +48,6 @@ from evtime.engine.bound import (
     never_closes,
     window_end,
 )
-from evtime.io.reader import SEQ, T
 
 HELD_COLUMNS = (T, EVT, ARRIVAL, DECISION)  # saved with a held row, after its own columns
 STATE_COLUMNS = (BOUND, CTI_N, CTI_SEEN)
@@ -121,8 +121,8 @@ def routed(
     (all its windows were released); ``:adjusted`` is added for this run's rows moved up
     by ``--late adjust``.  Unless ``flush``, followed by the new per-key ``state`` rows
     (route ``state``).  The discards come in arrival order (:func:`late_in_order`)."""
+    from evtime.columns import ROUTE
     from evtime.engine.bound import late_in_order
-    from evtime.io.writer import ROUTE
 
     rows = cl if held is None else cl.unionByName(carried_rows(held), allowMissingColumns=True)
     final = state.select(*spec.keys, F.col(BOUND).alias(_BF))

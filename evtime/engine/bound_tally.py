@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from evtime.columns import CHUNK, CHUNK_SHIFT, PART, SEQ
 from evtime.engine import present
 from evtime.engine import saturate as sat
 from evtime.engine.bound import (
@@ -50,7 +51,6 @@ from evtime.engine.bound import (
     window_starts,
 )
 from evtime.engine.scan import count_offsets, key_numbers, numbered
-from evtime.io.reader import CHUNK, CHUNK_SHIFT, PART, SEQ
 
 FACT, GROUP, ROUTED, LEAST = "_evt_fact", "_evt_group", "_evt_routed", "_evt_least"
 WINDOW, POINT, COUNT = 0, 1, 2

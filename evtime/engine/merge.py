@@ -56,6 +56,7 @@ from pyspark.sql import Column, DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 
+from evtime.columns import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ, T
 from evtime.engine import present
 from evtime.engine import saturate as sat
 from evtime.engine.running import values_of
@@ -77,7 +78,7 @@ from evtime.engine.scan import (
     reach_from,
 )
 from evtime.errors import InputError, in_task
-from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ, Layout, T
+from evtime.io.reader import Layout
 from evtime.units import truncated_range, unit_ns
 
 SRC, BND, EVT, CON = "_evt_src", "_evt_isbound", "_evt_evtime", "_evt_contrib"
@@ -693,7 +694,7 @@ def output_rows(df: DataFrame, routed: bool) -> DataFrame:
     """The classified rows as merge writes them: their ``ROUTE`` (:func:`route_column`;
     null when ``routed`` is False: a part step gives it as the parts are written) and
     :data:`KIND` 0 (data rows)."""
-    from evtime.io.writer import ROUTE
+    from evtime.columns import ROUTE
 
     route = route_column() if routed else F.lit(None).cast("string")
     return df.withColumns({ROUTE: route, KIND: F.lit(0)})
@@ -706,7 +707,7 @@ def with_emitted_bounds(
     (:func:`emitted_bounds` of ``df``): their time column in its own type and
     representation (:func:`bound_time_value`, ``fmt``/``tz`` as read), the marker column set
     to the marker's value, route ``emit``, :data:`KIND` 1; their other columns null."""
-    from evtime.io.writer import ROUTE
+    from evtime.columns import ROUTE
 
     col, value = spec.marker
     types = dict(rows.dtypes)
@@ -860,7 +861,7 @@ def rejected_route() -> Column:
 def explained_routed(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> DataFrame:
     """:func:`explain` of the classified rows, each with its ``ROUTE`` (:func:`route_column`:
     explain merge's counts are merge's)."""
-    from evtime.io.writer import ROUTE
+    from evtime.columns import ROUTE
 
     return explain(df, spec, as_read).withColumn(ROUTE, route_column())
 
@@ -868,7 +869,7 @@ def explained_routed(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = No
 def route_numbers(names: list[str], batch: pa.RecordBatch) -> pa.DictionaryArray:
     """:func:`route_column` in Arrow, from the keep flag a part step gives (data rows
     only), as numbers into ``names`` (:func:`route_names`)."""
-    from evtime.io.writer import routes
+    from evtime.steps import routes
 
     kept = batch.column(KEEP).to_numpy(zero_copy_only=False)
     return routes(batch.column(SRC).to_numpy() * 3 + ~kept, names)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from evtime.columns import CHUNK, CHUNK_SHIFT, SEQ, T
 from evtime.engine import saturate as sat
 from evtime.engine.merge import (
     BB,
@@ -53,7 +54,6 @@ from evtime.engine.merge import (
     stream_bound,
 )
 from evtime.engine.scan import arrival_numbers, prefix_max
-from evtime.io.reader import CHUNK, CHUNK_SHIFT, SEQ, T
 
 ARRIVAL = "_evt_arrival"  # the arrival number in the whole stream (all runs), 1-based
 HELD = "_evt_held"  # kept, and not released by this run
@@ -220,7 +220,7 @@ def output_rows(df: DataFrame, spec: MergeSpec, source_as: str, as_: str) -> Dat
     """The rows of :func:`classify` as the writer takes them: the source's name in
     ``source_as``, the event time in ``as_``, and the ``ROUTE``: ``held`` (kept for the
     next run, the state's own file), else merge's (:func:`route_column`)."""
-    from evtime.io.writer import ROUTE
+    from evtime.columns import ROUTE
 
     route = F.when(F.col(HELD), "held").otherwise(route_column())
     return df.withColumns({source_as: source_name(spec), as_: F.col(EVT), ROUTE: route})

@@ -113,8 +113,8 @@ def shown_columns(extra_after_bound: tuple[str, ...], own: list[tuple[str, str]]
 
 def source_of_file(names: list[str]) -> Column:
     """The explain ``source`` of a row: ``names[file]`` for the file number it was read
-    from (:data:`evtime.io.reader.FILE`)."""
-    from evtime.io.reader import FILE
+    from (:data:`evtime.columns.FILE`)."""
+    from evtime.columns import FILE
 
     return F.element_at(F.array(*[F.lit(n) for n in names]), F.col(FILE) + 1)
 

@@ -37,8 +37,8 @@ from pyspark.sql.functions import arrow_udf
 from pyspark.sql.types import LongType, StructField, StructType
 from pyspark.util import PythonEvalType
 
+from evtime.columns import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ, SEQ_FILE_SHIFT
 from evtime.engine.running import NONE, RunningFromGroups, RunningInRuns, values_of
-from evtime.io.reader import CHUNK, CHUNK_SHIFT, FILE, PART, ROW, SEQ, SEQ_FILE_SHIFT
 from evtime.units import LAST
 
 UNBOUNDED = Window.unboundedPreceding
@@ -1103,7 +1103,7 @@ def collect_few(df: DataFrame) -> list:
 
 
 def apply_in_parts(df: DataFrame, step) -> DataFrame:
-    """``step`` (a :class:`~evtime.io.writer.PartStep` with a ``schema``, such as
+    """``step`` (a :class:`~evtime.steps.PartStep` with a ``schema``, such as
     :class:`KeptInPart`) run over each whole part of ``df`` (rows sorted by ``PART``, each
     part in one Spark partition, the parts from :data:`AFTER_PARTS` on passed as they are):
     the rows it yields.  The writer can run a step itself, in the tasks that write the parts
@@ -1125,7 +1125,7 @@ def apply_in_parts(df: DataFrame, step) -> DataFrame:
 
 def decoded(batch: pa.RecordBatch) -> pa.RecordBatch:
     """``batch`` with its dictionary-encoded columns (a step's routes, see
-    :func:`~evtime.io.writer.routes`) as plain arrays: Spark reads no dictionary from
+    :func:`~evtime.steps.routes`) as plain arrays: Spark reads no dictionary from
     Python."""
     if not any(pa.types.is_dictionary(t) for t in batch.schema.types):
         return batch

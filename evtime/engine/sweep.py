@@ -29,10 +29,10 @@ from collections.abc import Sequence
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from evtime.columns import CHUNK, SEQ
 from evtime.engine import adjust as adj
 from evtime.engine import saturate as sat
 from evtime.engine.scan import arrival_numbers
-from evtime.io.reader import CHUNK, SEQ
 
 SET, VALUE = "_evt_set", "_evt_value"
 REL = "_evt_sw_rel"  # arrival number of the releasing arrival (null: end of input)

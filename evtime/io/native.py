@@ -29,22 +29,10 @@ from urllib.parse import unquote, urlsplit
 
 import pyarrow as pa
 
+from evtime.columns import BAD, CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ, SEQ_FILE_SHIFT, T
 from evtime.errors import EvtimeError, InputError, task_marks
 from evtime.io import formats
-from evtime.io.reader import (
-    BAD,
-    CHUNK,
-    CHUNK_SHIFT,
-    FILE,
-    ROW,
-    SEQ,
-    SEQ_FILE_SHIFT,
-    Footing,
-    Layout,
-    ReadOptions,
-    T,
-    spark_schema,
-)
+from evtime.io.reader import Footing, Layout, ReadOptions, spark_schema
 from evtime.io.sources import InputFile
 from evtime.io.timeparse import to_ns
 

@@ -30,18 +30,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evtime.columns import BAD, CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ, SEQ_FILE_SHIFT, SPAN, TEXT, T
 from evtime.errors import InputError, UsageError, in_task
 from evtime.io import formats
 from evtime.io.sources import InputFile
 from evtime.io.timeparse import EPOCH_FORMATS, format_ns, to_ns
 
-T, FILE, ROW, SEQ, CHUNK = "_evt_t", "_evt_file", "_evt_row", "_evt_seq", "_evt_chunk"
-BAD = "_evt_bad"  # --bad-rows discard: why the row cannot be used (null: a good row)
-SEQ_FILE_SHIFT = 40
-CHUNK_SHIFT = 20
-PART = "_evt_part"  # the output part of a row (engine.scan.sort_in_parts; the writer)
-SPAN = "_evt_span"  # (while reading spans of big text files: which one; -1 - it: malformed)
-TEXT = "_evt_text_"  # + a column's name: its text, as written (Layout.texts)
 TIME_NAMES = ("time", "timestamp", "ts", "rowtime", "event_time")
 
 

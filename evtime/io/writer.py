@@ -25,17 +25,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from evtime.columns import PART, ROUTE
 from evtime.errors import OutputError, PipeClosed, UsageError
 from evtime.io import csvtext, directory, jsonlines, s3concat
 from evtime.io import staging as shared
 from evtime.io.compressed import Compressed, codec_of, is_stream
 from evtime.io.parts import CSV_BATCH, FILES, ROW_GROUP, arrow_schema, parquet_encodings
-from evtime.io.reader import PART, Layout
+from evtime.io.reader import Layout
 from evtime.io.sources import format_of
 from evtime.io.staging import note_temp
 from evtime.io.timeparse import format_ns, truncated_text
+from evtime.steps import EachPart, PartStep
 
-ROUTE = "_evt_route"  # which sink a row goes to ('' = counted, written nowhere)
 OUT_FORMATS = ("csv", "parquet", "jsonl", "table")
 
 
@@ -335,33 +336,6 @@ class _HeldPart:
             os.unlink(self.path)
 
 
-class PartStep(Protocol):
-    """A step run on every whole part (rows sorted by PART, parts below a number) before
-    its rows are routed and written: it yields the part's rows to write, with their ROUTE
-    (evtime.runner.publish.Routed around evtime.engine.scan.KeptInPart; explain adjust's
-    evtime.engine.adjust.parts.Explainer, which also makes the columns it writes).  A step
-    may also number the parts itself: ``numbered(batch)`` then gives every batch its
-    ``PART`` first (the Explainer with in-place results: a row group each)."""
-
-    @property
-    def columns(self) -> tuple[str, ...]:
-        """The columns it reads besides the sinks'."""
-
-    def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]: ...
-
-
-@dataclass(frozen=True)
-class EachPart:
-    """Parts ``0..n-1`` wherever Spark holds them (rows as read: each part in one task, the
-    tasks in any order): the writer leaves a done file per part as soon as it is written
-    (``parts(i)`` is part ``i`` alone), and can assemble the output part after part."""
-
-    n: int
-
-    def parts(self, i: int) -> range:
-        return range(i, i + 1)
-
-
 HELD_MAX = 64 << 20  # bytes of a part held in memory for a PartStep; beyond: staged
 
 
@@ -471,14 +445,6 @@ def route_counts(route: pa.Array) -> dict[str, int]:
 
     values, counts = pc.value_counts(route).flatten()
     return dict(zip(values.to_pylist(), counts.to_pylist(), strict=True))
-
-
-def routes(index, names: list[str]) -> pa.DictionaryArray:
-    """A ``ROUTE`` column made in Arrow: per row, the number of its route in ``names``
-    (non-negative integers, no nulls).  Dictionary-encoded: no string per row is made,
-    and the writer counts the routes on the numbers (:func:`route_counts`)."""
-    numbers = pa.array(np.asarray(index, np.int32))
-    return pa.DictionaryArray.from_arrays(numbers, pa.array(names, pa.string()))
 
 
 def write(

@@ -131,8 +131,8 @@ def _stateful(args: AdjustArgs, spec, ses: Session, inp: Inputs, started: float)
 
 
 def _stateful_run(args: AdjustArgs, spec, ses, got, started, spark, df, lay, stf) -> None:
+    from evtime.columns import T
     from evtime.engine import adjust as engine
-    from evtime.io.reader import T
     from evtime.io.writer import Sink
 
     good = inputs.count_good(df, got)  # bad rows (--bad-rows discard) take no arrival number

@@ -181,7 +181,8 @@ def output_here(table, schema, spec, names, out, lay):
     import pyarrow as pa
     from pyspark.sql.types import StringType, StructField, StructType
 
-    from evtime.io.writer import ROUTE, LocalRows
+    from evtime.columns import ROUTE
+    from evtime.io.writer import LocalRows
 
     route = pa.array(["out"] * table.num_rows, pa.string())
     rows = LocalRows(

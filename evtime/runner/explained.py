@@ -34,8 +34,8 @@ def rejected_frame(frame, got, own: list[tuple[str, str]], source, route="discar
     discarded, the reason, their source and own columns, nothing else."""
     if got.rejected is None:
         return frame
+    from evtime.columns import ROUTE
     from evtime.engine.present import rejected_columns
-    from evtime.io.writer import ROUTE
 
     cols = rejected_columns(frame, own, source, (ROUTE, "reason", "_evt_seq"))
     return inputs.with_rejected(frame, got, cols, route)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 
 import click
 
+from evtime import columns
 from evtime.errors import UsageError
 from evtime.runner.context import SHUFFLE_PARTITIONS, Session, shuffle_for
 from evtime.runner.driver import driver_io, small_input
@@ -183,14 +184,14 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     one_chunk = False
     if files and run.in_driver:
         table = reader.read_here(files, opts, lay)
-        bad = table.column(reader.BAD).null_count if reader.BAD in table.schema.names else None
+        bad = table.column(columns.BAD).null_count if columns.BAD in table.schema.names else None
         # counted here: good rows, bad rows (--bad-rows discard)
         counted = (table.num_rows, 0) if bad is None else (bad, table.num_rows - bad)
         import pyarrow.compute as pc
 
-        least, most = pc.min_max(table.column(reader.T)).values()
+        least, most = pc.min_max(table.column(columns.T)).values()
         time_range = (least.as_py(), most.as_py())
-        first, last = pc.min_max(table.column(reader.CHUNK)).values()
+        first, last = pc.min_max(table.column(columns.CHUNK)).values()
         one_chunk = first.as_py() == last.as_py()
         df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
         # (no streamed scans: they start Python workers, and Spark may evaluate the
@@ -218,10 +219,10 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
         # with_rejected); the others are numbered again so arrivals stay dense
         from pyspark.sql import functions as F
 
-        rejected = df.where(F.col(reader.BAD).isNotNull())
-        df = df.where(F.col(reader.BAD).isNull()).drop(reader.BAD)
+        rejected = df.where(F.col(columns.BAD).isNotNull())
+        df = df.where(F.col(columns.BAD).isNull()).drop(columns.BAD)
         if not inp.order_by and (counted[1] if counted else rejected.limit(1).count()):
-            df = order_arrivals(df, reader.SEQ)
+            df = order_arrivals(df, columns.SEQ)
             one_chunk = False  # (numbered again, per Spark partition)
             as_read = AsRead()  # (no longer the row groups' numbers)
     if inp.order_by:
@@ -278,9 +279,8 @@ def with_rejected(df, got: Read, columns: dict | None = None, route="discard"):
         return df
     from pyspark.sql import functions as F
 
+    from evtime.columns import BAD, FILE, PART, ROUTE, ROW, TEXT
     from evtime.engine.scan import AFTER_PARTS
-    from evtime.io.reader import BAD, FILE, PART, ROW, TEXT
-    from evtime.io.writer import ROUTE
 
     route_col = F.lit(route) if isinstance(route, str) else route
     bad = got.rejected.sort(FILE, ROW)

@@ -148,9 +148,9 @@ def _merge(args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started:
     copies: dict[str, str] = {}
     if args.discards:  # (the row's own arrival, reason, bound: kept before the operator's)
         df, copies = outputs.keep_own(df, lay.schema.names)
+    from evtime.columns import SEQ
     from evtime.engine import merge as engine
     from evtime.engine.scan import sort_in_parts
-    from evtime.io.reader import SEQ
     from evtime.units import truncated_range
 
     # the time range, when known (read here, or in the Parquet footers): no job to find it
@@ -181,11 +181,11 @@ def explain_merge(args: ExplainMergeArgs, ses: Session, inp: Inputs) -> None:
 
         plot.check_path(args.plot, args.overwrite)  # before Spark starts
     ses, got, spec, df, lay = setup(ses, inp, args.operator, "explain merge")
+    from evtime.columns import ROUTE, SEQ
     from evtime.engine import merge as engine
     from evtime.engine import present
     from evtime.engine.scan import sort_in_parts
-    from evtime.io.reader import SEQ
-    from evtime.io.writer import ROUTE, Sink
+    from evtime.io.writer import Sink
 
     df = engine.explained_routed(df, spec, got.as_read)
     own = present.own_columns(lay.schema.names, lay.time_col)

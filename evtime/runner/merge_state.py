@@ -144,10 +144,10 @@ def _sinks(args: MergeArgs, spec, own: list[str]) -> list:
 def _run(
     args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started: float, stream: Stream
 ) -> None:
+    from evtime.columns import SEQ
     from evtime.engine import merge as engine
     from evtime.engine import merge_state as engine_state
     from evtime.engine.scan import sort_in_parts
-    from evtime.io.reader import SEQ
     from evtime.io.writer import Sink
 
     ses, got, spec, df, lay = setup(

@@ -189,8 +189,8 @@ def discards_sink(
     is written as ``row_<name>`` (as explain does), from its copy in ``copies`` (see
     :func:`keep_own`).  The columns in ``texts`` are written from their text as read
     (:attr:`evtime.io.reader.Layout.texts`), the others restored to their input type."""
+    from evtime.columns import TEXT
     from evtime.engine.present import renamed
-    from evtime.io.reader import TEXT
     from evtime.io.writer import Derived, Sink, output_format
 
     copies = copies or {}

@@ -32,7 +32,7 @@ class Routed:
         return (*self.step.columns, *self.reads)
 
     def __call__(self, part):
-        from evtime.io.writer import ROUTE
+        from evtime.columns import ROUTE
 
         for b in self.step(part):
             route = self.route(b)
@@ -43,7 +43,7 @@ class Routed:
 def write_and_publish(run: RunContext, df, sinks, lay, step=None, schema=None) -> dict[str, int]:
     """:func:`publish_jobs` of one job.  ``step``: run on each of ``df``'s sorted parts
     (not the bad rows after them) before it is written (an
-    :class:`evtime.io.writer.PartStep`, such as :class:`Routed`); ``schema``: the Spark
+    :class:`evtime.steps.PartStep`, such as :class:`Routed`); ``schema``: the Spark
     schema of the rows it yields, when it makes columns ``df`` lacks."""
     return publish_jobs(run, [(df, sinks, lay)], step=step, schema=schema)
 

@@ -143,8 +143,9 @@ def _publish(ses, spark, rows: list[dict], setting: str, table: Table, lay, nume
     import pyarrow as pa
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
+    from evtime.columns import ROUTE
     from evtime.io.reader import Layout
-    from evtime.io.writer import ROUTE, Sink
+    from evtime.io.writer import Sink
 
     types = {"max_hold_s": DoubleType(), "mean_hold_s": DoubleType()}
     schema = StructType(

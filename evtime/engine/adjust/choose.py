@@ -29,10 +29,11 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from evtime.columns import ROUTE
 from evtime.engine import present
 from evtime.engine.adjust import core, in_place, parts
 from evtime.engine.scan import AsRead, sort_in_parts
-from evtime.io.writer import ROUTE, routes
+from evtime.steps import routes
 
 
 @dataclass(frozen=True)

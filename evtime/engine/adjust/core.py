@@ -16,6 +16,7 @@ import numpy as np
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
+from evtime.columns import CHUNK, ROW, SEQ, T
 from evtime.engine import present
 from evtime.engine import saturate as sat
 from evtime.engine.running import NONE
@@ -37,7 +38,6 @@ from evtime.engine.scan import (
     sort_in_parts,
     value_limits,
 )
-from evtime.io.reader import CHUNK, ROW, SEQ, T
 from evtime.units import truncated_range, unit_ns
 
 EVT, REF_BEFORE, KEEP = "_evt_evtime", "_evt_ref_before", "_evt_keep"
@@ -310,7 +310,7 @@ def carry_on(
     new reference time in :data:`REF`.  Carried rows sort before this run's rows at equal
     evtime (``_evt_seq`` = :data:`CARRIED` + arrival), so released rows come out exactly as
     one run over all the inputs would order them."""
-    from evtime.io.writer import ROUTE
+    from evtime.columns import ROUTE
 
     df = arrival_numbers(df, ARRIVAL).withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(arrivals))
     rows = df
@@ -347,8 +347,8 @@ def with_bounds(df, spec: AdjustSpec, lay, marker: str, time_format, tz, columns
     """``adjust --emit-bounds``: the output rows plus bound rows (routed 'emit', marked
     ``COL=VALUE`` by ``marker``), ordered after the rows with the same (evtime, arrival);
     and the output's ``columns`` with the marker column, when the input lacks it."""
+    from evtime.columns import ROUTE
     from evtime.engine.merge import bound_time_value
-    from evtime.io.writer import ROUTE
 
     col, _, value = marker.partition("=")
     if col not in df.columns:

@@ -34,6 +34,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
+from evtime.columns import PART, SEQ
 from evtime.engine.adjust.core import (
     ARRIVAL,
     EVT,
@@ -46,8 +47,7 @@ from evtime.engine.adjust.core import (
 )
 from evtime.engine.running import NONE, values_of
 from evtime.engine.scan import ArrivalsHere, AsRead, Carry, Times, arrival_of, arrivals_here
-from evtime.io.reader import PART, SEQ
-from evtime.io.writer import EachPart
+from evtime.steps import EachPart
 
 ROUTES = ["out", "discard"]  # the routes this step gives (by number)
 
@@ -222,7 +222,8 @@ class Zones(EachPart):
 
 
 def _routed(rows: pa.Table, route: np.ndarray) -> pa.Table:
-    from evtime.io.writer import ROUTE, routes
+    from evtime.columns import ROUTE
+    from evtime.steps import routes
 
     if ROUTE in rows.column_names:
         rows = rows.drop_columns([ROUTE])

@@ -37,6 +37,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from evtime.columns import CHUNK, FILE, PART, SEQ, T
 from evtime.engine import present
 from evtime.engine import saturate as sat
 from evtime.engine.adjust import in_place
@@ -74,7 +75,6 @@ from evtime.engine.scan import (
     stacked_by_key,
     value_limits,
 )
-from evtime.io.reader import CHUNK, FILE, PART, SEQ, T
 from evtime.units import truncated_range
 
 
@@ -193,7 +193,7 @@ def in_files(made: ByArrival, counts: str) -> tuple[DataFrame, Explainer]:
 def _where_read(made: ByArrival, source) -> tuple[DataFrame, Explainer]:
     """The rows as read and the :class:`Explainer` of each row group where it is read,
     the search's results from ``source``."""
-    from evtime.io.writer import EachPart
+    from evtime.steps import EachPart
 
     here = made.here
     step = Explainer(
@@ -469,7 +469,7 @@ class Explainer:
         """The Spark schema of the rows it yields, for rows of ``schema``."""
         from pyspark.sql.types import LongType, StringType, StructField
 
-        from evtime.io.writer import ROUTE
+        from evtime.columns import ROUTE
 
         made = {c: LongType() for c in (*present.EXPLAIN_COLUMNS, "ref")}
         made.update({c: StringType() for c in _TEXT_COLUMNS})
@@ -557,8 +557,9 @@ class Explainer:
         """``rows`` with the explain columns and the route, from their evtime, the greatest
         evtime before (their key's), the reference time, whether kept, the least arrival
         above (-1: none) and the output position (kept rows)."""
+        from evtime.columns import ROUTE
         from evtime.io.timeparse import format_ns
-        from evtime.io.writer import ROUTE, routes
+        from evtime.steps import routes
 
         late = np.flatnonzero(~keep)
         reason = pa.nulls(len(evt), pa.string())
