@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, Window
@@ -78,8 +79,10 @@ from evtime.engine.scan import (
     reach_from,
 )
 from evtime.errors import InputError, in_task
-from evtime.io.reader import Layout
 from evtime.units import truncated_range, unit_ns
+
+if TYPE_CHECKING:
+    from evtime.io.reader import Layout
 
 SRC, BND, EVT, CON = "_evt_src", "_evt_isbound", "_evt_evtime", "_evt_contrib"
 NOW, LAG = "_evt_now", "_evt_lag"
