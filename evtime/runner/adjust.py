@@ -56,7 +56,7 @@ def _adjust(
     outputs.added_name("--as", args.as_)
     if args.emit_bounds and "=" not in (args.bound_marker or ""):
         raise UsageError("--emit-bounds needs --bound-marker COL=VALUE (how bound rows look)")
-    state.check_state_outputs(state.StateArgs.of(dataclasses.asdict(args)))
+    state.check_state_outputs(args)
     if not inp.inputs and not args.flush:
         raise UsageError("missing INPUT (only --state DIR --flush runs without one)")
     if args.state:
@@ -118,9 +118,7 @@ def _stateful(args: AdjustArgs, spec, ses: Session, inp: Inputs, started: float)
         got = inputs.start(
             inp,
             ses,
-            before_spark=state.state_opener(
-                state.StateArgs.of(dataclasses.asdict(args)), "adjust", record, box
-            ),
+            before_spark=state.state_opener(args, "adjust", record, box),
         )
         spark, df, lay = got.spark, got.df, got.lay
         (stf,) = box

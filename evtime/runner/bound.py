@@ -46,11 +46,10 @@ def bound(args: BoundArgs, ses: Session, inp: Inputs) -> None:
     )
     record = bound_state.state_record(args, spec, inp)
     items = bound_windows.items_of(args.aggs, args.udafs)
-    from dataclasses import asdict
 
     from evtime.errors import UsageError
 
-    state.check_state_outputs(state.StateArgs.of(asdict(args)))
+    state.check_state_outputs(args)
     if not inp.inputs and not args.flush:
         raise UsageError("missing INPUT (only --state DIR --flush runs without one)")
     if args.state:

@@ -4,8 +4,6 @@ committed together."""
 
 from __future__ import annotations
 
-import dataclasses
-
 from evtime.runner import bound_windows, inputs, state, summary
 from evtime.runner.bound_windows import BoundArgs
 from evtime.runner.context import Session
@@ -51,9 +49,7 @@ def stateful(
             inp,
             ses,
             bound_windows.check_columns(spec),
-            before_spark=state.state_opener(
-                state.StateArgs.of(dataclasses.asdict(args)), "bound", record, box
-            ),
+            before_spark=state.state_opener(args, "bound", record, box),
         )
         spark, df, lay = got.spark, got.df, got.lay
         (stf,) = box

@@ -17,7 +17,6 @@ from evtime.runner.inputs import Inputs
 from evtime.runner.merge_setup import MergeArgs, MergeOptions, setup, sources
 from evtime.runner.state import (
     NothingToDo,
-    StateArgs,
     check_state_outputs,
     state_opener,
     write_and_commit,
@@ -38,7 +37,7 @@ class Stream:
         from evtime.engine.merge_state import Carried
 
         self.given = list(given)
-        where = StateArgs(self.state_dir, self.flush)
+        where = outputs.OutputArgs(state=self.state_dir, flush=self.flush)
         inner = state_opener(where, "merge", self.options, self.box)
 
         def open_(files, lay):
@@ -85,9 +84,7 @@ def options_of(opts: MergeOptions, inp: Inputs) -> dict:
 def stateful(args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started: float) -> None:
     """``merge --state DIR [--flush]``; ``check(layout)``: merge's own check of the input's
     columns."""
-    check_state_outputs(
-        StateArgs(args.state, args.flush, args.output, args.discards, args.output_layout)
-    )
+    check_state_outputs(args)
     if args.operator.join_leave:
         raise UsageError(
             "--join-leave cannot be combined with --state (a source's last row is not known "

@@ -5,36 +5,16 @@ outputs and the new state and commits them together (evtime.io.state), or aborts
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 
 from evtime.errors import UsageError
 from evtime.runner.context import RunContext
-from evtime.runner.outputs import with_dialect
+from evtime.runner.outputs import OutputArgs, with_dialect
 from evtime.runner.publish import before_stdout, write_jobs
 
 
 class NothingToDo(Exception):
     """The run has nothing to do (a rerun of the last run committed to --state)."""
-
-
-@dataclass(frozen=True)
-class StateArgs:
-    """``--state DIR`` and ``--flush``, and the outputs they commit (``-o``, ``--discards``,
-    ``--output-layout``)."""
-
-    state: str | None = None
-    flush: bool = False
-    output: str | None = None
-    discards: str | None = None
-    output_layout: str | None = None
-
-    @classmethod
-    def of(cls, params: Mapping) -> StateArgs:
-        """From a command's parameters by name."""
-        get = params.get
-        keys = ("output", "discards", "output_layout")
-        return cls(get("state"), bool(get("flush")), *(get(k) for k in keys))
 
 
 @dataclass
@@ -70,7 +50,7 @@ class Stateful:
         return recarried(df, self.earlier, self.lay, f"--state {self.sd.shown}: {name}")
 
 
-def check_state_outputs(args: StateArgs) -> None:
+def check_state_outputs(args: OutputArgs) -> None:
     """--flush needs --state; --state needs its outputs in files (committed with it)."""
     if args.flush and not args.state:
         raise UsageError("--flush needs --state DIR")
@@ -87,7 +67,7 @@ def check_state_outputs(args: StateArgs) -> None:
                 )
 
 
-def state_opener(args: StateArgs, command: str, options: dict, box: list):
+def state_opener(args: OutputArgs, command: str, options: dict, box: list):
     """A ``before_spark`` hook for :func:`evtime.runner.inputs.start`: lock and recover
     ``--state DIR``, check it was written by this version with these ``options`` and the
     same input columns, whose types are those of one run over all the stream's inputs (the
