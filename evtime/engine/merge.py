@@ -710,11 +710,30 @@ def with_emitted_bounds(
     (:func:`emitted_bounds` of ``df``): their time column in its own type and
     representation (:func:`bound_time_value`, ``fmt``/``tz`` as read), the marker column set
     to the marker's value, route ``emit``, :data:`KIND` 1; their other columns null."""
+    col, value = spec.marker
+    bounds = marked_bounds(emitted_bounds(df, spec), (), lay, fmt, tz, col, value, rows.dtypes)
+    return rows.unionByName(bounds, allowMissingColumns=True)
+
+
+def marked_bounds(
+    bounds: DataFrame,
+    keys: tuple[str, ...],
+    lay: Layout,
+    fmt: str | None,
+    tz: str | None,
+    col: str,
+    value: str,
+    dtypes: list[tuple[str, str]],
+) -> DataFrame:
+    """The bound rows of ``--emit-bounds`` (adjust's and merge's) from ``bounds`` (``keys``,
+    ``SEQ``, ``EVT``): the time column at ``EVT`` in its own type and representation
+    (:func:`bound_time_value`), ``col`` set to the marker's ``value``, route ``emit``,
+    :data:`KIND` 1; typed as the rows they join (``dtypes``)."""
     from evtime.columns import ROUTE
 
-    col, value = spec.marker
-    types = dict(rows.dtypes)
-    bounds = emitted_bounds(df, spec).select(
+    types = dict(dtypes)
+    return bounds.select(
+        *keys,
         SEQ,
         EVT,
         bound_time_value(lay, fmt, tz).cast(types[lay.time_col]).alias(lay.time_col),
@@ -722,7 +741,6 @@ def with_emitted_bounds(
         F.lit("emit").alias(ROUTE),
         F.lit(1).alias(KIND),
     )
-    return rows.unionByName(bounds, allowMissingColumns=True)
 
 
 def bound_time_value(lay: Layout, fmt: str | None, tz: str | None) -> Column:

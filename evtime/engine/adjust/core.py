@@ -347,22 +347,13 @@ def with_bounds(df, spec: AdjustSpec, lay, marker: str, time_format, tz, columns
     """``adjust --emit-bounds``: the output rows plus bound rows (routed 'emit', marked
     ``COL=VALUE`` by ``marker``), ordered after the rows with the same (evtime, arrival);
     and the output's ``columns`` with the marker column, when the input lacks it."""
-    from evtime.columns import ROUTE
-    from evtime.engine.merge import bound_time_value
+    from evtime.engine.merge import KIND, marked_bounds
 
     col, _, value = marker.partition("=")
     if col not in df.columns:
         df = df.withColumn(col, F.lit(None).cast("string"))
         columns = [*columns[:-1], col, columns[-1]]
-    types = dict(df.dtypes)
-    bounds = emitted_bounds(df, spec).select(
-        *spec.keys,
-        SEQ,
-        EVT,
-        bound_time_value(lay, time_format, tz).cast(types[lay.time_col]).alias(lay.time_col),
-        F.lit(value).cast(types[col]).alias(col),
-        F.lit("emit").alias(ROUTE),
-        F.lit(1).alias("_evt_kind"),
-    )
-    rows = df.withColumn("_evt_kind", F.lit(0)).unionByName(bounds, allowMissingColumns=True)
-    return sort_in_parts(rows, EVT, SEQ, "_evt_kind"), columns
+    bounds = emitted_bounds(df, spec)
+    bounds = marked_bounds(bounds, spec.keys, lay, time_format, tz, col, value, df.dtypes)
+    rows = df.withColumn(KIND, F.lit(0)).unionByName(bounds, allowMissingColumns=True)
+    return sort_in_parts(rows, EVT, SEQ, KIND), columns
