@@ -124,17 +124,30 @@ def _engine(spark, keyed, events, cfg, explain=True):
         w, names = engine.windows(cl, spec, aggs)
         w = w.localCheckpoint()  # shared by the output and the explanation
         out = _in_order(engine.output(w, spec, names))
-        ex = engine.explain(cl, w, spec, ["in.csv"]).select(
-            "_x_arrival",
-            "_x_evtime",
-            "_x_decision",
-            "_x_bound",
-            "_x_released_by",
-            "_x_output_pos",
-            "_x_windows",
-            "_x_reason",
-        )
-        return out, sorted((r.asDict() for r in ex.collect()), key=lambda e: e["_x_arrival"])
+        ex = _explained(engine.explain(cl, engine.positions(w, spec), spec, ["in.csv"]))
+        # the windows' positions found here from the tally (runs that read here) are the same
+        from evtime.engine import bound_tally
+
+        here = bound_tally.positions_here(cl, spec)
+        if here is not None:
+            assert here[1] == len(events)
+            assert _explained(engine.explain(cl, here[0], spec, ["in.csv"])) == ex
+        return out, ex
+
+
+def _explained(ex) -> list[dict]:
+    """The explain columns the model gives, by arrival."""
+    ex = ex.select(
+        "_x_arrival",
+        "_x_evtime",
+        "_x_decision",
+        "_x_bound",
+        "_x_released_by",
+        "_x_output_pos",
+        "_x_windows",
+        "_x_reason",
+    )
+    return sorted((r.asDict() for r in ex.collect()), key=lambda e: e["_x_arrival"])
 
 
 def _without_part(rows: list[dict]) -> list[dict]:

@@ -675,23 +675,35 @@ def windows_text(spec: BoundSpec) -> Column:
     return F.expr(f"array_join(transform({starts}, s -> {one}), ' ')")
 
 
-def explain(cl: DataFrame, w: DataFrame, spec: BoundSpec, sources: list[str]) -> DataFrame:
-    """Every arrival with its decision (SPEC §5) as ``_x_<column>`` (unordered: sort by
-    ``SEQ`` for arrival order).
+POSITIONS = ("_evt_last", "_rb", "_pos")  # (after the keys) what explain needs of a window
+
+
+def positions(w: DataFrame, spec: BoundSpec) -> DataFrame:
+    """The output position of every window of :func:`windows` (``w``), in release order:
+    closed windows by (closing arrival, start, key), then the end-of-input flush by (start,
+    key); as ``(keys..., POSITIONS)``: its start, closing arrival (null: flushed at the
+    end) and 1-based position."""
+    keys = list(spec.keys)
+    w = w.select(*keys, WS, CLOSED).localCheckpoint()  # read several times below
+    closed, flushed = w.where(F.col(CLOSED).isNotNull()), w.where(F.col(CLOSED).isNull())
+    first = positions_by(closed, CLOSED, [F.col(WS), *keys], "_pos")
+    rest = positions_by(flushed, WS, keys, "_pos")
+    rest = rest.withColumn("_pos", F.col("_pos") + F.lit(closed.count()))
+    start, closing, pos = POSITIONS
+    return first.unionByName(rest).select(
+        *keys, F.col(WS).alias(start), F.col(CLOSED).alias(closing), F.col("_pos").alias(pos)
+    )
+
+
+def explain(cl: DataFrame, pos: DataFrame, spec: BoundSpec, sources: list[str]) -> DataFrame:
+    """Every arrival of ``cl`` (:func:`prepare`) with its decision (SPEC §5) as
+    ``_x_<column>`` (unordered: sort by ``SEQ`` for arrival order); ``pos``: the windows'
+    positions (:func:`positions`, or found here by
+    :func:`~evtime.engine.bound_tally.positions_here`).
 
     ``released_by`` / ``output_pos`` of an accepted row are those of its last window (the
     one that closes last: only then is the row no longer held)."""
     keys = list(spec.keys)
-    w = w.select(*keys, WS, CLOSED).localCheckpoint()  # read several times below
-    closed, flushed = w.where(F.col(CLOSED).isNotNull()), w.where(F.col(CLOSED).isNull())
-    # output positions in release order: closed windows by (closing arrival, start, key),
-    # then the end-of-input flush by (start, key)
-    first = positions_by(closed, CLOSED, [F.col(WS), *keys], "_pos")
-    rest = positions_by(flushed, WS, keys, "_pos")
-    rest = rest.withColumn("_pos", F.col("_pos") + F.lit(closed.count()))
-    pos = first.unionByName(rest).select(
-        *keys, F.col(WS).alias("_evt_last"), F.col(CLOSED).alias("_rb"), "_pos"
-    )
     df = cl.withColumn("_evt_last", F.when(accepted(), last_start(spec)))
     df = join_small(df, pos, [*keys, "_evt_last"])
     src = F.element_at(F.array(*[F.lit(s) for s in sources]), F.col("_evt_file") + 1)

@@ -34,6 +34,7 @@ from evtime.engine import present
 from evtime.engine import saturate as sat
 from evtime.engine.bound import (
     DECISION,
+    POSITIONS,
     RELEASE,
     ROUTES,
     ROWS,
@@ -216,6 +217,37 @@ def output_rows_here(
         ]
     )
     return made.cast(to_arrow_schema(schema)), schema
+
+
+def positions_here(cl: DataFrame, spec: BoundSpec) -> tuple[DataFrame, int] | None:
+    """``explain bound``'s window positions (as :func:`bound.positions` gives them) of the
+    rows of ``cl`` (:func:`bound.prepare`), found in this process from their tally,
+    fetched whole with one job (the caller knows it is small: a run that reads its input
+    here), and the number of arrivals; None when a window's end would leave int64 (then
+    :func:`bound.windows` and :func:`bound.positions` run in Spark)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import LongType, StructField
+
+    rows = tally(cl, spec, [])[0].toArrow()
+    routes = counts_here(rows, spec)[0]
+    arrivals = sum(routes.values())
+    made = _made_here(rows, spec, [], arrivals)
+    if made is None:
+        return None
+    keys = list(spec.keys)
+    start, closing, pos = POSITIONS
+    table = pa.table(
+        {
+            **{k: made.column(k) for k in keys},
+            start: made.column("window_start"),
+            closing: made.column("closed_by"),
+            pos: np.arange(1, made.num_rows + 1, dtype=np.int64),
+        }
+    )
+    schema = StructType(
+        [cl.schema[k] for k in keys] + [StructField(c, LongType()) for c in POSITIONS]
+    )
+    return cl.sparkSession.createDataFrame(table.cast(to_arrow_schema(schema)), schema), arrivals
 
 
 def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: int):

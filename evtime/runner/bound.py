@@ -198,7 +198,7 @@ def explain_bound(args: ExplainBoundArgs, ses: Session, inp: Inputs) -> None:
         plot.check_path(args.plot, args.overwrite)  # before Spark starts
     spec = args.window.spec(inp.keys)
     from evtime.engine import bound as engine
-    from evtime.engine import present
+    from evtime.engine import bound_tally, present
     from evtime.engine.scan import sort_in_parts
     from evtime.io.writer import Sink
 
@@ -206,15 +206,23 @@ def explain_bound(args: ExplainBoundArgs, ses: Session, inp: Inputs) -> None:
     got = inputs.start(inp, ses, check_columns(spec))
     df, lay, files = got.df, got.lay, got.files
     cl = engine.prepare(df, spec, one_chunk=got.one_chunk, as_read=got.as_read)
-    w, _ = engine.windows(cl, spec, [engine.opened()] if args.plot else [])
-    if args.plot:
-        w = w.localCheckpoint()  # read by explain and by the picture
-    df = engine.explain(cl, w, spec, [f.shown for f in files])
+    # the windows' positions: found here from a small tally (a run that reads its input
+    # here, no picture), else by the windows and their search in Spark
+    here = None if args.plot or not ses.run.in_driver else bound_tally.positions_here(cl, spec)
+    if here is not None:
+        pos, arrivals = here
+        limits = (1, max(arrivals, 1))
+    else:
+        w, _ = engine.windows(cl, spec, [engine.opened()] if args.plot else [])
+        if args.plot:
+            w = w.localCheckpoint()  # read by explain and by the picture
+        pos, limits = engine.positions(w, spec), None
+    df = engine.explain(cl, pos, spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col)
     summary.note_renamed("explain bound", own)
     frame = present.explain_frame(df, (), own)
     cols = frame.columns
-    frame = sort_in_parts(engine.explain_routed(frame), "arrival")
+    frame = sort_in_parts(engine.explain_routed(frame), "arrival", limits=limits)
     frame = rejected_frame(frame, got, own, file_source(files))
     sink = Sink(
         "explain",
