@@ -56,8 +56,9 @@ def _same_conf():
     try:
         yield
     finally:
-        unchanged = mark is not None and _mark(spark) == mark
-        after = _settings(spark) if before is not None and not unchanged else None
+        now = _mark(spark) if mark is not None else None
+        unchanged = mark is not None and now == mark
+        after = _settings(spark, now) if before is not None and not unchanged else None
         if after is not None:
             changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
             for key in changed:
