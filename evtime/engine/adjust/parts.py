@@ -411,11 +411,14 @@ def kept_before(counts: str, arrivals: int) -> np.ndarray:
 
     kept = np.zeros(AFTER_PARTS + 1, np.int64)
     rows = 0
-    for name in staging.names(counts):
-        if name.startswith("kept-") and "." not in name:  # (not a file being written)
-            k, n = map(int, staging.get(staging.join(counts, name)).split())
-            kept[int(name[5:]) + 1] = k
-            rows += n
+    # (not the files being written)
+    names = [n for n in staging.names(counts) if n.startswith("kept-") and "." not in n]
+    for name, data in zip(
+        names, staging.get_all([staging.join(counts, n) for n in names]), strict=True
+    ):
+        k, n = map(int, data.split())
+        kept[int(name[5:]) + 1] = k
+        rows += n
     if rows != arrivals:
         raise in_task(  # (raised in a Spark task: the CLI shows the line alone)
             OutputError(
@@ -724,11 +727,9 @@ class InFiles:
         group = part.column(PART)[0].as_py()
         kept_of(self.counts, step.arrivals)  # (first: it says where the files are missing)
         where = _results_of_group(self.counts, group)
-        blobs = []
-        for name in staging.names(where):
-            if "." not in name:  # (not a file being written)
-                blobs.append(staging.get(staging.join(where, name)))
-        return part, results_of(blobs)
+        # (not the files being written)
+        names = [n for n in staging.names(where) if "." not in n]
+        return part, results_of(staging.get_all([staging.join(where, n) for n in names]))
 
     def searched(self, step, rows, evt, before, known, ref, results):
         return searched_in_counts(self.counts, step, rows, results)
