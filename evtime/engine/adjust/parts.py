@@ -304,7 +304,9 @@ class CountedInPart:
     """:class:`~evtime.engine.scan.KeptInPart` (with a ``rank``) that also leaves, per
     part, how many of its rows are kept and how many it has, in the file
     ``<counts>/kept-<part>`` (written whole under another name, then renamed: a task run
-    again writes the same numbers)."""
+    again writes the same numbers).  A part that yields no row leaves no file (its zeros
+    add nothing: on a staging URL, each file is a request to write it and one per task to
+    read it, and most of the up to 1024 parts of a small input are empty)."""
 
     search: KeptInPart
     counts: str
@@ -324,8 +326,9 @@ class CountedInPart:
             kept += b.num_rows - b.column(self.search.rank).null_count
             rows += b.num_rows
             yield b
-        path = staging.join(self.counts, f"kept-{part.column(PART)[0].as_py():06d}")
-        staging.put(path, f"{kept} {rows}\n".encode())
+        if rows:
+            path = staging.join(self.counts, f"kept-{part.column(PART)[0].as_py():06d}")
+            staging.put(path, f"{kept} {rows}\n".encode())
 
 
 BLOB = "_evt_blob"  # explain: the search's results for rows of one part of arrivals
