@@ -38,7 +38,10 @@ def unshare_refusal() -> str | None:
 class Standalone:
     """Master and worker processes; :attr:`url` is the master's spark:// URL."""
 
-    def __init__(self, work: Path, cores: int = 2, memory: str = "2g"):
+    def __init__(self, work: Path, cores: int = 2, memory: str = "2g", app_cores: int = 0):
+        """``cores`` and ``memory``: what the worker offers; ``app_cores``: at most that many
+        cores for an application that does not say (the master's spark.deploy.defaultCores;
+        0: all it can get), so that applications can run side by side."""
         self.work = work
         home = Path(pyspark.__file__).resolve().parent
         port, ui = _free_port(), _free_port()
@@ -46,6 +49,9 @@ class Standalone:
         env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP="127.0.0.1")
         env["SPARK_WORKER_DIR"] = str(work / "worker")  # (not under the installed pyspark)
         env.pop("PYSPARK_GATEWAY_PORT", None)
+        if app_cores:
+            opts = env.get("SPARK_MASTER_OPTS", "")
+            env["SPARK_MASTER_OPTS"] = f"{opts} -Dspark.deploy.defaultCores={app_cores}".strip()
         cls = str(home / "bin" / "spark-class")
         self.log = work / "master.log"
         self.master = subprocess.Popen(

@@ -557,6 +557,26 @@ def test_kept_before_counts_every_part_or_says_where(tmp_path):
         kept_before(str(tmp_path), 10)
 
 
+def test_a_part_without_rows_leaves_no_count(tmp_path):
+    """(on a staging URL each count file is a request to write it and one per task to read
+    it: a part of only probe rows, as most of the 1024 parts of a small input are, leaves
+    none, and kept_before reads no file for it)"""
+    import pyarrow as pa
+
+    from evtime.engine.adjust import ARRIVAL, CountedInPart, kept_before
+    from evtime.engine.scan import PROBE
+
+    search = KeptInPart("v", ARRIVAL, 15, "keep", least="rel", rank="rank")
+    counted = CountedInPart(search, str(tmp_path))
+    probes = pa.table({"v": [99], ARRIVAL: [7], PART: [3], PROBE: [True]})
+    rows = pa.table({"v": [10, 20], ARRIVAL: [1, 2], PART: [5, 5], PROBE: [False, False]})
+    assert sum(b.num_rows for b in counted(probes)) == 0
+    assert sum(b.num_rows for b in counted(rows)) == 2
+    assert sorted(f.name for f in tmp_path.iterdir()) == ["kept-000005"]
+    assert (tmp_path / "kept-000005").read_text() == "2 2\n"
+    assert kept_before(str(tmp_path), 2)[6] == 2  # (every row accounted for, none missing)
+
+
 def test_search_results_go_to_their_parts_of_arrivals_whole(tmp_path):
     """explain adjust's search sends its results per part of arrivals, packed: every row of
     a part of arrivals gets the least arrival above it, its place among its output part's

@@ -172,3 +172,18 @@ def test_on_a_cluster_the_default_staging_is_beside_an_object_store_output(s3, b
             staging.configure(None, far, [str(tmp_path / "o.csv"), None])
     finally:
         staging.configure(None, None, [])
+
+
+def test_small_files_read_together_come_back_in_the_order_asked(s3, bucket):
+    """(staging.get_all: the per-part files a task reads, all requests at once on a URL)"""
+    from evtime.io import staging
+
+    base = f"s3://{bucket}/staging/counts"
+    names = [f"kept-{i:06d}" for i in (7, 0, 12, 3)]  # (not in the order they sort)
+    for i, name in enumerate(names):
+        staging.put(staging.join(base, name), f"{i} {name}\n".encode())
+    paths = [staging.join(base, n) for n in names]
+    assert staging.get_all(paths) == [staging.get(p) for p in paths]
+    assert staging.get_all(paths) == [f"{i} {n}\n".encode() for i, n in enumerate(names)]
+    with pytest.raises(FileNotFoundError):
+        staging.get_all([*paths, staging.join(base, "kept-000099")])

@@ -161,14 +161,16 @@ def _serve(conn, env: dict[str, str]) -> None:
 class Worker:
     """A process that runs CLI calls on one kind of Spark, kept for the test session."""
 
-    def __init__(self, where: str):
+    def __init__(self, where: str, env: dict[str, str] | None = None):
+        """``env``: more environment for the worker (for another kind of Spark than those of
+        WHERE, the EVTIME_MASTER that names it)."""
         self.where = where
         self.state = tempfile.mkdtemp(prefix="evtime-test-connect-")
         paths = [_root(), *os.environ.get("PYTHONPATH", "").split(os.pathsep)]
-        env = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in paths if p))}
+        env = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in paths if p)), **(env or {})}
         if where == "local-cluster":
             env["EVTIME_MASTER"] = LOCAL_CLUSTER
-        else:
+        elif where == "connect":
             # the server evtime starts for --reuse-server, recorded here, not in the user's
             # own state directory; stopped at the end (stop())
             env["EVTIME_REUSE_SERVER"] = "1"

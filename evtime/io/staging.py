@@ -358,6 +358,30 @@ def get(path: str) -> bytes:
     return fs.cat_file(p)
 
 
+def get_all(paths: list[str]) -> list[bytes]:
+    """The bytes at each of ``paths`` (FileNotFoundError when one has none).  On a staging
+    URL the requests go out together (fsspec's concurrent ``cat``), not one after another:
+    a task that reads the small files of every part (up to 1024) waited for each request
+    in turn, ~1,800 of them in an explain of 48 rows on a cluster."""
+    urls = [p for p in paths if is_url(p)]
+    if not urls:
+        return [get(p) for p in paths]
+    fs, _ = fs_of(urls[0])
+    if len(urls) < len(paths) or any(fs_of(u)[0] is not fs for u in urls):
+        return [get(p) for p in paths]  # (mixed places: one by one)
+    names = [fs_of(u)[1] for u in urls]
+    found = fs.cat(names, on_error="return")
+    out = []
+    for name in names:
+        data = found.get(name)
+        if isinstance(data, BaseException):
+            raise data
+        if data is None:
+            raise FileNotFoundError(name)
+        out.append(data)
+    return out
+
+
 def exists(path: str) -> bool:
     """Whether ``path`` exists, as of now (no listing cached by fsspec)."""
     if not is_url(path):

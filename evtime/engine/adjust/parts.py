@@ -304,7 +304,9 @@ class CountedInPart:
     """:class:`~evtime.engine.scan.KeptInPart` (with a ``rank``) that also leaves, per
     part, how many of its rows are kept and how many it has, in the file
     ``<counts>/kept-<part>`` (written whole under another name, then renamed: a task run
-    again writes the same numbers)."""
+    again writes the same numbers).  A part that yields no row leaves no file (its zeros
+    add nothing: on a staging URL, each file is a request to write it and one per task to
+    read it, and most of the up to 1024 parts of a small input are empty)."""
 
     search: KeptInPart
     counts: str
@@ -324,8 +326,9 @@ class CountedInPart:
             kept += b.num_rows - b.column(self.search.rank).null_count
             rows += b.num_rows
             yield b
-        path = staging.join(self.counts, f"kept-{part.column(PART)[0].as_py():06d}")
-        staging.put(path, f"{kept} {rows}\n".encode())
+        if rows:
+            path = staging.join(self.counts, f"kept-{part.column(PART)[0].as_py():06d}")
+            staging.put(path, f"{kept} {rows}\n".encode())
 
 
 BLOB = "_evt_blob"  # explain: the search's results for rows of one part of arrivals
@@ -411,11 +414,14 @@ def kept_before(counts: str, arrivals: int) -> np.ndarray:
 
     kept = np.zeros(AFTER_PARTS + 1, np.int64)
     rows = 0
-    for name in staging.names(counts):
-        if name.startswith("kept-") and "." not in name:  # (not a file being written)
-            k, n = map(int, staging.get(staging.join(counts, name)).split())
-            kept[int(name[5:]) + 1] = k
-            rows += n
+    # (not the files being written)
+    names = [n for n in staging.names(counts) if n.startswith("kept-") and "." not in n]
+    for name, data in zip(
+        names, staging.get_all([staging.join(counts, n) for n in names]), strict=True
+    ):
+        k, n = map(int, data.split())
+        kept[int(name[5:]) + 1] = k
+        rows += n
     if rows != arrivals:
         raise in_task(  # (raised in a Spark task: the CLI shows the line alone)
             OutputError(
@@ -724,11 +730,9 @@ class InFiles:
         group = part.column(PART)[0].as_py()
         kept_of(self.counts, step.arrivals)  # (first: it says where the files are missing)
         where = _results_of_group(self.counts, group)
-        blobs = []
-        for name in staging.names(where):
-            if "." not in name:  # (not a file being written)
-                blobs.append(staging.get(staging.join(where, name)))
-        return part, results_of(blobs)
+        # (not the files being written)
+        names = [n for n in staging.names(where) if "." not in n]
+        return part, results_of(staging.get_all([staging.join(where, n) for n in names]))
 
     def searched(self, step, rows, evt, before, known, ref, results):
         return searched_in_counts(self.counts, step, rows, results)
