@@ -37,13 +37,17 @@ def _events(path: Path, n: int, seed: int) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory) -> list[Path]:
+def _inputs(tmp_path_factory, rows: int) -> list[Path]:
     d = tmp_path_factory.mktemp("in")
     files = [d / f"s{i}.csv" for i in range(3)]
     for i, f in enumerate(files):
-        _events(f, ROWS, i)
+        _events(f, rows, i)
     return files
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> list[Path]:
+    return _inputs(tmp_path_factory, ROWS)
 
 
 def _sources(command: str, inputs: list) -> list:
@@ -306,7 +310,9 @@ def test_state_refuses_directories(run_cli, tmp_path, inputs, args):
 # ------------------------------------------------------------------ S3 (moto)
 # every command once, both formats and both ways of reading and writing (here, or by the
 # Spark tasks from inputs on S3) each twice: a covering set (the whole matrix runs locally
-# above; the S3 cases are the slowest tests of the run, 20-80 s each)
+# above; the S3 cases are slow: every part file is requests to moto's server, ~1 part per
+# 3 rows here, so they read smaller inputs than the local cases)
+S3_ROWS = 1000  # (bound still gives more than 20 rows)
 S3_CASES = [
     ("adjust", "csv", "local"),
     ("explain", "parquet", "local"),
@@ -315,12 +321,25 @@ S3_CASES = [
 ]
 
 
+@pytest.fixture(scope="module")
+def s3_inputs(tmp_path_factory) -> list[Path]:
+    """Inputs of :data:`S3_ROWS` rows (bound still gives more than 20 rows)."""
+    return _inputs(tmp_path_factory, S3_ROWS)
+
+
+@pytest.fixture(scope="module")
+def s3_singles(tmp_path_factory) -> dict:
+    """:func:`singles` of :func:`s3_inputs`."""
+    return {"dir": tmp_path_factory.mktemp("s3-single")}
+
+
 @pytest.mark.parametrize(
     "command, fmt, where", S3_CASES, indirect=["where"], ids=["-".join(c) for c in S3_CASES]
 )
-def test_directory_on_s3(run_cli, where, s3, bucket, inputs, singles, command, fmt):
+def test_directory_on_s3(run_cli, where, s3, bucket, s3_inputs, s3_singles, command, fmt):
     """Local inputs (small: read and written in this process, or by the Spark tasks)
     written to S3; and (distributed) inputs on S3 too."""
+    inputs, singles = s3_inputs, s3_singles
     single, sdis, summary = _single(run_cli, singles, inputs, command, fmt)
     srcs = _sources(command, inputs)
     if where == "distributed":
@@ -348,3 +367,40 @@ def test_directory_on_s3(run_cli, where, s3, bucket, inputs, singles, command, f
     # an existing directory output is refused, as files are
     r = run_cli(*args, "-o", f"{base}/out.{fmt}/")
     assert r.exit_code != 0 and "exists: use --overwrite" in r.stderr
+
+
+def test_publishing_on_s3_takes_no_request_per_part_but_the_copy(s3, bucket, monkeypatch):
+    """The parts renamed by server-side copies (sources removed in batches with the
+    temporary directory): no listing and no delete per part (fsspec's ``mv`` made two
+    listings, a HEAD, a copy and a delete of each part, one part after the other)."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication as App
+
+    from evtime.io.directory import Directory
+
+    requests = []  # (method, query) of each request moto's server answered
+    real = App.__call__
+
+    def counted(self, environ, start_response):
+        requests.append((environ["REQUEST_METHOD"], environ.get("QUERY_STRING", "")))
+        return real(self, environ, start_response)
+
+    schema = pa.schema([("v", pa.int64())])
+    url = f"s3://{bucket}/pub"
+    d = Directory(f"{url}/", url, "out", "csv", "csv", schema, overwrite=False)
+    engine_parts = range(3, 3 + 2 * 30, 2)  # (the engine's numbers have gaps)
+    for i, p in enumerate(engine_parts):
+        s3.pipe(d.temp(p), f"v\n{i}\n".encode())
+        d.rows[p] = 1
+    monkeypatch.setattr(App, "__call__", counted)
+    d.publish()
+    monkeypatch.undo()
+    s3.invalidate_cache()
+    names = [f"part-{i:05d}.csv" for i in range(30)]
+    assert _parts(url, s3) == names
+    assert [s3.cat(f"{url}/{n}") for n in names] == [f"v\n{i}\n".encode() for i in range(30)]
+    assert [p["name"] for p in _manifest(url, s3)["parts"]] == names
+    assert not s3.exists(f"{url}/_temporary")
+    listings = [q for m, q in requests if m == "GET" and "list-type" in q]
+    deletes = [q for m, q in requests if m == "DELETE"]  # (one object each)
+    assert len(listings) < 10 and not deletes, requests
+    assert len(requests) < 3 * 30, requests  # (a HEAD and the copy per part)
