@@ -11,9 +11,9 @@ S3 requires every part of an upload but the last to hold at least :data:`MIN_PAR
 (5 MiB), and allows at most :data:`MAX_PARTS` parts.  The least size of a part here is
 :func:`least_part`: 5 MiB up to about 50 GB of output, then the output's size over 9,999.
 A staged part of at least that size is copied server-side; smaller neighbours (and the
-CSV header, written once, before the first part) are read through this process (many
-requests in flight together: :func:`_read`) into a buffer uploaded as one part once it
-reaches that size (or at the end, as the last part).
+CSV header, written once, before the first part) are read through this process (their
+requests in flight together: :func:`~evtime.io.staging.read_all`) into a buffer uploaded
+as one part once it reaches that size (or at the end, as the last part).
 Where the buffer is not empty before a big part, only the head of that part needed to fill
 the buffer is read, and the rest copied with a byte range (when that rest still holds the
 least size; else the part is read whole).  So this process reads less than one least size
@@ -81,10 +81,12 @@ def _sizes(fs, keys: list[str]) -> list[int]:
 
 
 def _assemble(fs, key: str, parts: list[str], sizes: list[int], head: bytes) -> None:
+    from evtime.io.staging import read_all
+
     bucket, name, _ = fs.split_path(key)
     least = least_part(sum(sizes) + len(head))
     if not any(s >= least for s in sizes):  # (nothing worth copying: one PUT)
-        data = head + b"".join(_read(fs, parts))
+        data = head + b"".join(read_all(fs, parts))
         fs.pipe_file(key, data)
         return
     upload = fs.call_s3("create_multipart_upload", Bucket=bucket, Key=name)["UploadId"]
@@ -132,7 +134,7 @@ def _assemble(fs, key: str, parts: list[str], sizes: list[int], head: bytes) -> 
             while j < len(parts) and sizes[j] < least and more < least:
                 more += sizes[j]
                 j += 1
-            for data in _read(fs, parts[i:j]):
+            for data in read_all(fs, parts[i:j]):
                 held += data
             i = j
             if len(held) >= least:
@@ -145,22 +147,3 @@ def _assemble(fs, key: str, parts: list[str], sizes: list[int], head: bytes) -> 
         with contextlib.suppress(Exception):  # (the first error is the one to report)
             fs.call_s3("abort_multipart_upload", **common)
         raise
-
-
-READ_AT_ONCE = 32  # small parts read concurrently (their requests in flight together)
-
-
-def _read(fs, keys: list[str]) -> list[bytes]:
-    """The bytes of the objects ``keys``, in order: read :data:`READ_AT_ONCE` at a time
-    (one request after the other, a part of a few kB took a round trip each)."""
-    import asyncio
-
-    from fsspec.asyn import sync
-
-    async def some(batch: list[str]) -> list[bytes]:
-        return list(await asyncio.gather(*(fs._cat_file(k) for k in batch)))
-
-    got: list[bytes] = []
-    for lo in range(0, len(keys), READ_AT_ONCE):
-        got += sync(fs.loop, some, keys[lo : lo + READ_AT_ONCE])
-    return got

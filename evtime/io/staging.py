@@ -369,7 +369,13 @@ def get_all(paths: list[str]) -> list[bytes]:
     fs, _ = fs_of(urls[0])
     if len(urls) < len(paths) or any(fs_of(u)[0] is not fs for u in urls):
         return [get(p) for p in paths]  # (mixed places: one by one)
-    names = [fs_of(u)[1] for u in urls]
+    return read_all(fs, [fs_of(u)[1] for u in urls])
+
+
+def read_all(fs, names: list[str]) -> list[bytes]:
+    """The bytes of the files ``names`` of ``fs`` (paths as ``fs_of`` gives them, no glob
+    characters), in order, their requests sent together (fsspec's concurrent ``cat``, in
+    batches of the file system's ``batch_size``); FileNotFoundError when one has none."""
     found = fs.cat(names, on_error="return")
     out = []
     for name in names:
