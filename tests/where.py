@@ -56,9 +56,9 @@ def _same_conf():
     try:
         yield
     finally:
-        now = _mark(spark) if mark is not None else None
+        now = _mark(spark)  # (None on Connect: then always fetched)
         unchanged = mark is not None and now == mark
-        after = _settings(spark, now) if before is not None and not unchanged else None
+        after = None if before is None or unchanged else _settings(spark, now)
         if after is not None:
             changed = {k for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
             for key in changed:
@@ -93,14 +93,14 @@ def _settings(spark, mark: int | None = None) -> dict[str, str] | None:
     if spark is None:
         return None
     if not type(spark).__module__.startswith("pyspark.sql.connect"):
-        if mark is not None and mark in _SEEN:
-            return dict(_SEEN[mark])
+        if mark in _SEEN:  # (read only: never changed in place)
+            return _SEEN[mark]
         try:  # (this process's own JVM)
             got = dict(spark.conf.getAll)
         except Exception:
             return None
         if mark is not None:
-            _SEEN[mark] = dict(got)
+            _SEEN[mark] = got
         return got
     import threading
 
