@@ -784,6 +784,33 @@ def read_tasks(spark, files: list[InputFile], opts: ReadOptions, lay: Layout):
     )
 
 
+@dataclass(frozen=True)
+class ChunkReader:
+    """The rows of the chunks of ``files`` (:func:`chunks`: a Parquet row group each, a
+    whole text file) as :func:`read_tasks` reads them, in the Arrow types of
+    :func:`spark_schema`, read where it is called (``reader(i)``: chunk ``i``'s batches;
+    ``len(reader)`` chunks): for the writer's tasks that read the rows they write."""
+
+    parts: tuple[Chunk, ...]
+    lay: Layout
+    opts: ReadOptions
+    want: pa.Schema
+
+    @classmethod
+    def of(cls, files: list[InputFile], opts: ReadOptions, lay: Layout) -> ChunkReader:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        want = to_arrow_schema(spark_schema(lay, opts))
+        return cls(tuple(chunks(files)), lay, opts, want)
+
+    def __len__(self) -> int:
+        return len(self.parts)
+
+    def __call__(self, i: int) -> Iterator[pa.RecordBatch]:
+        for b in _read_chunk(self.parts[i], self.lay, self.opts):
+            yield b.cast(self.want)
+
+
 def _how(parts: list[Chunk]) -> str:
     """How :func:`read_tasks` reads ``parts``, in words."""
     n = len(parts)

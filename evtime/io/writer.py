@@ -75,6 +75,23 @@ class LocalRows:
         return self.table.column_names
 
 
+@dataclass(frozen=True)
+class TaskRows:
+    """Rows read where they are written: each Spark task takes the numbers its partition
+    of ``ids`` (a DataFrame of one long column) holds, reads those chunks' rows with
+    ``read(i)`` (Arrow batches: :class:`evtime.io.reader.ChunkReader`) and writes them,
+    so no row passes through the JVM; ``schema``: the Spark schema of the rows they stand
+    for (with the columns a step makes)."""
+
+    ids: object  # pyspark DataFrame
+    read: Callable[[int], Iterator[pa.RecordBatch]]
+    schema: object  # pyspark.sql.types.StructType
+
+    @property
+    def columns(self) -> list[str]:
+        return list(self.schema.names)
+
+
 @dataclass
 class Sink:
     """One destination: its name, which rows (routes), which columns, where, what format."""
@@ -510,9 +527,13 @@ class Job:
 
         if PART not in df.columns:  # no parts: the Spark partitions are in order
             df = df.withColumn(PART, F.spark_partition_id().cast("long"))
-        needed = {PART, ROUTE, *(c for s in self.sinks for c in s.reads())}
-        needed |= set(self.step.columns if self.step is not None else ())
+        needed = self.needed()
         return df.select(*[c for c in df.columns if c in needed])
+
+    def needed(self) -> set[str]:
+        """The columns the sinks and the step read (and ``PART``, ``ROUTE``)."""
+        needed = {PART, ROUTE, *(c for s in self.sinks for c in s.reads())}
+        return needed | set(self.step.columns if self.step is not None else ())
 
 
 class WritePlan(Protocol):
@@ -561,13 +582,38 @@ class InTasks:
                 )
 
         seen: dict[str, int] = {}
-        for r in job.frame(df).mapInArrow(write_partition, "route string, rows long").collect():
+        for r in (
+            self.source(df, job).mapInArrow(write_partition, "route string, rows long").collect()
+        ):
             seen[r["route"]] = seen.get(r["route"], 0) + r["rows"]
         return seen
+
+    def source(self, df, job: Job):
+        """The DataFrame the tasks run over."""
+        return job.frame(df)
 
     def task(self, batches: Iterator[pa.RecordBatch], job: Job) -> dict[str, int]:
         """Write one partition's rows (sorted by ``PART``): rows seen per route."""
         return job.parts(batches)
+
+
+class ReadThen(InTasks):
+    """:class:`InTasks` of :class:`TaskRows`: each task reads the chunks it is given
+    (only the columns the job needs), then writes them as ``then`` writes them."""
+
+    def __init__(self, then: InTasks, read: Callable[[int], Iterator[pa.RecordBatch]]):
+        self.then, self.read = then, read
+
+    def source(self, df: TaskRows, job: Job):
+        return df.ids
+
+    def task(self, batches: Iterator[pa.RecordBatch], job: Job) -> dict[str, int]:
+        ids = (i for b in batches for i in b.column(0).to_pylist())
+        needed = job.needed()
+        rows = (
+            b.select([c for c in b.schema.names if c in needed]) for i in ids for b in self.read(i)
+        )
+        return self.then.task(rows, job)
 
 
 class WithNumbering(InTasks):
@@ -622,7 +668,9 @@ def choose(df, job: Job, in_driver: bool = False, ranges=None) -> WritePlan:
     else:
         tasks = WithRangeChecks(ranges)
     if getattr(job.step, "numbered", None) is not None:  # (its parts numbered in the task)
-        return WithNumbering(tasks)
+        tasks = WithNumbering(tasks)
+    if isinstance(df, TaskRows):  # (each task reads the rows it writes)
+        return ReadThen(tasks, df.read)
     return tasks
 
 

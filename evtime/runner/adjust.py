@@ -91,6 +91,14 @@ def _adjust(
     ctx = choose.Run(read, got.as_read, limits, zones, got.found_early, got.one_chunk)
     path = choose.choose(spec, facts, df, ctx)
     classified, step = path.adjust(df)
+    if isinstance(path, choose.InPlace):  # (its rows read by the tasks that write them)
+        classified = inputs.where_written(got, classified)
+        if ses.verbose:
+            click.echo(
+                "evtime: adjust in place: each row group read by pyarrow, ordered "
+                "and written by one Spark task",
+                err=True,
+            )
     df, sinks = _sinks(classified, spec, own, args, got.as_read)
     out = sinks[0]
     df, reroute = path.routed(df, step)

@@ -71,6 +71,7 @@ class Read:
     found_early: object = None
     # merge: each input file's source number (set by its setup)
     sources: tuple[int, ...] = ()
+    opts: object = None  # the evtime.io.reader.ReadOptions it read with
 
     def but(self, **changes) -> Read:
         """This read with ``changes`` (a command's own steps after reading)."""
@@ -230,8 +231,33 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
         one_chunk = False
         as_read = AsRead()
     return Read(
-        spark, df, lay, files, inp, rejected, counted, time_range, one_chunk, as_read, found_early
+        spark,
+        df,
+        lay,
+        files,
+        inp,
+        rejected,
+        counted,
+        time_range,
+        one_chunk,
+        as_read,
+        found_early,
+        opts=opts,
     )
+
+
+def where_written(got: Read, df):  # -> evtime.io.writer.TaskRows
+    """``df``, rows of the input as read (every one an arrival, in the columns the reader
+    gives, with those a step adds), read instead by the tasks that write them: pyarrow
+    reads each chunk (a Parquet row group) in a Spark task, one task per chunk, and no row
+    passes through the JVM."""
+    from evtime.io.reader import ChunkReader
+    from evtime.io.writer import TaskRows
+
+    read = ChunkReader.of(got.files, got.opts, got.lay)
+    n = len(read)
+    ids = got.spark.range(0, n, 1, numPartitions=max(1, min(n, 256)))
+    return TaskRows(ids, read, df.schema)
 
 
 def from_footers(find):  # -> a start() meanwhile

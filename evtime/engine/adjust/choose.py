@@ -123,6 +123,11 @@ class InPlace(InOrder):
     def adjust(self, df: DataFrame) -> tuple[DataFrame, object]:
         return self.placed
 
+    def routed(self, df: DataFrame, step: object) -> tuple[DataFrame, bool]:
+        """``df`` as it is: the step routes every row (the rows may be read where they
+        are written, not a DataFrame)."""
+        return df, False
+
 
 def choose(spec: core.AdjustSpec, facts: Facts, df: DataFrame, run: Run) -> PrefixScan:
     """adjust's path for ``df`` (the rows as read), by the table of this module."""

@@ -34,18 +34,18 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from evtime.columns import PART, SEQ
+from evtime.columns import PART, SEQ, T
 from evtime.engine.adjust.core import (
     ARRIVAL,
     EVT,
     AdjustSpec,
     early_carry,
-    evtime_of,
     in_place_groups,
     suits_in_place,
     tops_before,
 )
 from evtime.engine.running import NONE, values_of
+from evtime.engine.saturate import floor_np
 from evtime.engine.scan import ArrivalsHere, AsRead, Carry, Times, arrival_of, arrivals_here
 from evtime.steps import EachPart
 
@@ -119,9 +119,11 @@ def ordered_in_place(
     """adjust's output rows (no keys, no ``--discards``) ordered where they are read, when
     ``df`` is ``arrivals`` rows as Spark's Parquet reader reads them (every one an arrival)
     and the pass over their times (``early``'s, or made now from ``as_read``) says it can
-    be (:func:`fits`): the rows as read, with :data:`EVT`, and the step the writer runs on each
-    row group (:class:`OrderedInPlace`; its zone files go to ``where()``, a directory the
-    tasks and this process share, made only then).  None: take the shuffled path."""
+    be (:func:`fits`): the rows as read, and the step the writer runs on each row group
+    (:class:`OrderedInPlace`, which also makes :data:`EVT` in Arrow, so the rows may as
+    well be read by the writer's tasks themselves; its zone files go to ``where()``, a
+    directory the tasks and this process share, made only then).  None: take the shuffled
+    path."""
     if spec.keys or as_read is None or as_read.times is None or len(as_read.groups) < 2:
         return None
     if limits is None or limits[0] - spec.width < NONE:  # (bounds stay in int64)
@@ -136,14 +138,16 @@ def ordered_in_place(
     tops = here.group_tops
     step = OrderedInPlace(
         spec.width,
+        spec.unit_ns,
         where(),
         here.before,
         here.group_starts,
         tops_before(tops),
         np.maximum.accumulate(tops),
     )
-    rows = df.withColumns({EVT: evtime_of(spec), PART: F.lit(-1).cast("long")})
-    return rows, step
+    # (EVT typed, its values made by the step: nothing computed for it in Spark)
+    none = F.lit(None).cast("long")
+    return df.withColumns({EVT: none, PART: F.lit(-1).cast("long")}), step
 
 
 @dataclass(frozen=True)
@@ -233,7 +237,8 @@ def _routed(rows: pa.Table, route: np.ndarray) -> pa.Table:
 @dataclass(frozen=True)
 class OrderedInPlace:
     """The writer's step for :func:`ordered_in_place`, on each row group (or slice) whole,
-    as read: numbers it (:meth:`numbered`: part ``2g``), keeps the rows at or above their
+    as read: numbers it (:meth:`numbered`: part ``2g``; and the evtime, :data:`EVT`, the
+    time floored to ``unit`` ns), keeps the rows at or above their
     reference time minus ``width`` (the greatest evtime of the groups before, ``before``,
     and of the group's earlier rows), yields the gap's rows sorted by (evtime, arrival) and
     the discarded rows (routed ``discard``), and leaves the rows of the zones on each side
@@ -242,6 +247,7 @@ class OrderedInPlace:
     group's first arrival; ``upto``: the greatest evtime up to each group's end."""
 
     width: int
+    unit: int
     where: str
     files_before: np.ndarray = field(compare=False)
     starts: np.ndarray = field(compare=False)
@@ -251,26 +257,27 @@ class OrderedInPlace:
     @property
     def columns(self) -> tuple[str, ...]:
         """The columns it reads (beside the sinks')."""
-        return (EVT, SEQ)
+        return (T, SEQ)
 
     @property
     def ranges(self) -> Zones:
         return Zones(2 * len(self.starts) - 1, self.where)
 
     def numbered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """The batch with each row's part: ``2g``, ``g`` its row group."""
+        """The batch with each row's part (``2g``, ``g`` its row group) and evtime."""
         arrival = arrival_of(self.files_before, values_of(batch.column(SEQ)))
         group = np.searchsorted(self.starts, arrival, "right") - 1
         cols = dict(zip(batch.schema.names, batch.columns, strict=True))
         cols[PART] = pa.array(2 * group, pa.int64())
+        if batch.column(T).null_count:
+            from evtime.errors import EvtimeError, in_task
+
+            raise in_task(EvtimeError("internal error: a row without a time in place"))
+        cols[EVT] = pa.array(floor_np(values_of(batch.column(T)), self.unit), pa.int64())
         return pa.RecordBatch.from_pydict(cols)
 
     def __call__(self, part: pa.Table) -> Iterator[pa.RecordBatch]:
-        from evtime.errors import EvtimeError, in_task
-
         group = part.column(PART)[0].as_py() // 2
-        if part.column(EVT).null_count:
-            raise in_task(EvtimeError("internal error: a row without a time in place"))
         evt = values_of(part.column(EVT))
         # the reference time before each row: the groups' before, then the group's own
         ref = np.empty(len(evt), np.int64)
