@@ -232,8 +232,9 @@ def test_explain_adjust_needs_no_aggregate_of_local_parquet_without_keys(
 ):
     """Without keys, on local Parquet, explain adjust numbers the arrivals and finds the
     search's carry and the reference times its parts start from in the times read here:
-    the search's job reads the time column, the writer's the whole rows, explained where
-    they are read (no exchange, no sort: a scan alone), and nothing is aggregated.  With a
+    the search's job reads the time column, the writer's tasks the whole rows, with
+    pyarrow, explained where they are read (no exchange, no sort, no scan by Spark's
+    reader: a job over the row groups' numbers), and nothing is aggregated.  With a
     key those come from aggregates over the input in Spark, each a scan of its own, and
     the whole rows go to the parts of arrivals (one job)."""
     key = ["--key", "key"] if keyed else []
@@ -244,10 +245,10 @@ def test_explain_adjust_needs_no_aggregate_of_local_parquet_without_keys(
     assert len(plans) == (1 if keyed else 2), plans
     nodes = [n.strip() for plan in plans for _, n, _ in _tree(plan)]
     scans, aggregates = nodes.count("Scan parquet"), sum("Aggregate" in n for n in nodes)
-    assert (scans > 2 and aggregates) if keyed else (scans, aggregates) == (2, 0), nodes
+    assert (scans > 2 and aggregates) if keyed else (scans, aggregates) == (1, 0), nodes
     if not keyed:  # (the search's plan first, then the writer's)
         written = {n.strip() for _, n, _ in _tree(plans[1])}
-        assert "Scan parquet" in written and not {"Exchange", "Sort"} & written, written
+        assert "Range" in written and not {"Scan parquet", "Exchange", "Sort"} & written
         # the same bytes as the rows shuffled into parts of arrivals (as with bad rows set
         # aside, even when there are none)
         again = tmp_path / "again.csv"
@@ -260,8 +261,8 @@ def test_explain_adjust_needs_no_aggregate_of_local_parquet_without_keys(
 def test_explain_adjust_slices_big_row_groups(inputs, plans, run_cli, tmp_path, monkeypatch):
     """Row groups of more than IN_PLACE_ROWS rows (Spark writes 128 MB ones) are explained
     where they are read too, each in slices of at most that many rows: the search's job,
-    then the writer's, a scan alone; the same bytes as the rows shuffled into parts of
-    arrivals.  Not a file of one row group, whose slices one task would read."""
+    then the writer's over the row groups' numbers; the same bytes as the rows shuffled
+    into parts of arrivals.  Not a file of one row group, whose slices one task would read."""
     from evtime.engine.adjust import core as adjust
 
     monkeypatch.setattr(adjust, "IN_PLACE_ROWS", 128)  # (the files: one group of 300 rows)
@@ -271,7 +272,7 @@ def test_explain_adjust_slices_big_row_groups(inputs, plans, run_cli, tmp_path, 
     assert res.exit_code == 0, res.stderr
     assert len(plans) == 2, plans
     written = {n.strip() for _, n, _ in _tree(plans[1])}
-    assert "Scan parquet" in written and not {"Exchange", "Sort"} & written, written
+    assert "Range" in written and not {"Scan parquet", "Exchange", "Sort"} & written, written
     res = run_cli(*args, "--format", "csv", "-o", again, "-q", "--bad-rows", "discard")
     assert res.exit_code == 0, res.stderr
     assert len(plans) == 3 and "Exchange" in plans[2]
@@ -317,7 +318,8 @@ def test_explain_adjust_needs_no_search_job_when_row_groups_outgrow_the_range(
     inputs, plans, run_cli, tmp_path, monkeypatch
 ):
     """When every row group moves the reference time by more than the range, explain
-    adjust runs one job, a scan alone: each row group is explained where it is read, from
+    adjust runs one job, over the row groups' numbers: each row group is read (pyarrow) and
+    explained by one task, from
     one pass over the times here (the rows near its edges, the next group's first rows).
     The same bytes as with the search's job first."""
     from evtime.engine.adjust import in_place as explain_in_place
@@ -328,7 +330,7 @@ def test_explain_adjust_needs_no_search_job_when_row_groups_outgrow_the_range(
     assert res.exit_code == 0, res.stderr
     assert len(plans) == 1, plans
     nodes = {n.strip() for _, n, _ in _tree(plans[0])}
-    assert "Scan parquet" in nodes and not {"Exchange", "Sort"} & nodes, nodes
+    assert "Range" in nodes and not {"Scan parquet", "Exchange", "Sort"} & nodes, nodes
     monkeypatch.setattr(explain_in_place, "explain_plan", lambda *a: None)
     res = run_cli(*args, "--format", "csv", "-o", again)
     assert res.exit_code == 0, res.stderr

@@ -80,12 +80,14 @@ class TaskRows:
     """Rows read where they are written: each Spark task takes the numbers its partition
     of ``ids`` (a DataFrame of one long column) holds, reads those chunks' rows with
     ``read(i)`` (Arrow batches: :class:`evtime.io.reader.ChunkReader`) and writes them,
-    so no row passes through the JVM; ``schema``: the Spark schema of the rows they stand
-    for (with the columns a step makes)."""
+    so no row passes through the JVM; ``prep``: what makes each batch as read into the rows
+    they stand for (the step's ``from_read``); ``schema``: the Spark schema of those rows
+    (with the columns a step makes)."""
 
     ids: object  # pyspark DataFrame
     read: Callable[[int], Iterator[pa.RecordBatch]]
     schema: object  # pyspark.sql.types.StructType
+    prep: Callable[[pa.RecordBatch], pa.RecordBatch] | None = None
 
     @property
     def columns(self) -> list[str]:
@@ -601,18 +603,19 @@ class ReadThen(InTasks):
     """:class:`InTasks` of :class:`TaskRows`: each task reads the chunks it is given
     (only the columns the job needs), then writes them as ``then`` writes them."""
 
-    def __init__(self, then: InTasks, read: Callable[[int], Iterator[pa.RecordBatch]]):
-        self.then, self.read = then, read
+    def __init__(self, then: InTasks, rows: TaskRows):
+        self.then, self.read, self.prep = then, rows.read, rows.prep
 
     def source(self, df: TaskRows, job: Job):
         return df.ids
 
     def task(self, batches: Iterator[pa.RecordBatch], job: Job) -> dict[str, int]:
         ids = (i for b in batches for i in b.column(0).to_pylist())
+        read = (b for i in ids for b in self.read(i))
+        if self.prep is not None:
+            read = map(self.prep, read)
         needed = job.needed()
-        rows = (
-            b.select([c for c in b.schema.names if c in needed]) for i in ids for b in self.read(i)
-        )
+        rows = (b.select([c for c in b.schema.names if c in needed]) for b in read)
         return self.then.task(rows, job)
 
 
@@ -670,7 +673,7 @@ def choose(df, job: Job, in_driver: bool = False, ranges=None) -> WritePlan:
     if getattr(job.step, "numbered", None) is not None:  # (its parts numbered in the task)
         tasks = WithNumbering(tasks)
     if isinstance(df, TaskRows):  # (each task reads the rows it writes)
-        return ReadThen(tasks, df.read)
+        return ReadThen(tasks, df)
     return tasks
 
 

@@ -91,8 +91,8 @@ def _adjust(
     ctx = choose.Run(read, got.as_read, limits, zones, got.found_early, got.one_chunk)
     path = choose.choose(spec, facts, df, ctx)
     classified, step = path.adjust(df)
-    if isinstance(path, choose.InPlace):  # (its rows read by the tasks that write them)
-        classified = inputs.where_written(got, classified)
+    if getattr(step, "from_read", None) is not None:  # (read by the tasks that write them)
+        classified = inputs.where_written(got, classified, step.from_read)
         if ses.verbose:
             click.echo(
                 "evtime: adjust in place: each row group read by pyarrow, ordered "

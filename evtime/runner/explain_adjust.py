@@ -76,7 +76,10 @@ def explain_adjust(args: ExplainAdjustArgs, ses: Session, inp: Inputs) -> None:
             text_of={"evtime": ("time", spec.unit_ns)},  # (the time truncated to the unit)
             own=present.own_map(own),
         )
-        counts = publish.write_and_publish(ses.run, frame, [sink], lay, step, shown.schema)
+        written = frame
+        if getattr(step, "from_read", None) is not None:  # (read by the tasks that write it)
+            written = inputs.where_written(got, frame, step.from_read)
+        counts = publish.write_and_publish(ses.run, written, [sink], lay, step, shown.schema)
         if args.plot:
             keys = tuple(dict(own)[k] for k in spec.keys)
             plot.plot(shown, read, args.plot, args.title, keys=keys)

@@ -246,18 +246,18 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     )
 
 
-def where_written(got: Read, df):  # -> evtime.io.writer.TaskRows
-    """``df``, rows of the input as read (every one an arrival, in the columns the reader
-    gives, with those a step adds), read instead by the tasks that write them: pyarrow
-    reads each chunk (a Parquet row group) in a Spark task, one task per chunk, and no row
-    passes through the JVM."""
+def where_written(got: Read, df, prep=None):  # -> evtime.io.writer.TaskRows
+    """``df``, the rows of the input as read (every one an arrival) as ``prep`` makes each
+    batch of them (its step's ``from_read``), read instead by the tasks that write them:
+    pyarrow reads each chunk (a Parquet row group) in a Spark task, one task per chunk,
+    and no row passes through the JVM."""
     from evtime.io.reader import ChunkReader
     from evtime.io.writer import TaskRows
 
     read = ChunkReader.of(got.files, got.opts, got.lay)
     n = len(read)
     ids = got.spark.range(0, n, 1, numPartitions=max(1, min(n, 256)))
-    return TaskRows(ids, read, df.schema)
+    return TaskRows(ids, read, df.schema, prep)
 
 
 def from_footers(find):  # -> a start() meanwhile

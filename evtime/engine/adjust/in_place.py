@@ -263,6 +263,11 @@ class OrderedInPlace:
     def ranges(self) -> Zones:
         return Zones(2 * len(self.starts) - 1, self.where)
 
+    def from_read(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Its rows from a batch as the input is read: the same (the rows may be read by
+        the writer's tasks themselves, :class:`evtime.io.writer.TaskRows`)."""
+        return batch
+
     def numbered(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The batch with each row's part (``2g``, ``g`` its row group) and evtime."""
         arrival = arrival_of(self.files_before, values_of(batch.column(SEQ)))

@@ -63,6 +63,7 @@ from evtime.engine.scan import (
     Ranges,
     apply_in_parts,
     arrival_numbers,
+    arrival_of,
     arrivals_here,
     bucket_number,
     bucketer,
@@ -124,6 +125,7 @@ class ByArrival:
     limits: tuple
     as_read: AsRead | None = None
     early: EarlyExplain | None = None
+    own: tuple[tuple[str, str], ...] = ()  # the rows' own columns and their shown names
 
 
 def by_arrival(
@@ -144,7 +146,9 @@ def by_arrival(
     here, carry = _pass_here(spec, arrivals, as_read, early, keys)
     rows = _by_arrival(df, spec, own, here, as_read)
     lims = _limits(rows, spec, limits)
-    return ByArrival(spec, tuple(sources), keys, arrivals, rows, here, carry, lims, as_read, early)
+    return ByArrival(
+        spec, tuple(sources), keys, arrivals, rows, here, carry, lims, as_read, early, tuple(own)
+    )
 
 
 def plan_of(made: ByArrival):  # -> in_place.ExplainPlan | None
@@ -196,6 +200,9 @@ def _where_read(made: ByArrival, source) -> tuple[DataFrame, Explainer]:
     from evtime.steps import EachPart
 
     here = made.here
+    rows = made.rows.drop(EVT).withColumn(PART, F.lit(-1).cast("long"))
+    shown = {s: c for c, s in made.own}
+    names = tuple((c, None if c == ARRIVAL else shown.get(c, c)) for c in rows.columns)
     step = Explainer(
         made.spec,
         made.sources,
@@ -204,8 +211,30 @@ def _where_read(made: ByArrival, source) -> tuple[DataFrame, Explainer]:
         source,
         EachPart(len(here.group_starts)),
         tops_before(here.group_tops),
+        FromRead(tuple(n for n in names if n[0] != PART), here.before),
     )
-    return made.rows.drop(EVT).withColumn(PART, F.lit(-1).cast("long")), step
+    return rows, step
+
+
+@dataclass(frozen=True)
+class FromRead:
+    """:func:`_where_read`'s rows made in Arrow from a batch as the input is read (so the
+    writer's tasks may read them themselves, :class:`evtime.io.writer.TaskRows`): per
+    ``(name, column as read)`` of ``names``, that column, or (None) the arrival number
+    from ``_evt_seq`` (``before``: the arrivals of the files before each file)."""
+
+    names: tuple[tuple[str, str | None], ...]
+    before: np.ndarray = field(compare=False)
+
+    def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        cols = {}
+        for name, read in self.names:
+            if read is None:
+                arrival = arrival_of(self.before, values_of(batch.column(SEQ)))
+                cols[name] = pa.array(arrival, pa.int64())
+            else:
+                cols[name] = batch.column(read)
+        return pa.RecordBatch.from_pydict(cols)
 
 
 def in_arrival_parts(made: ByArrival, counts: str) -> tuple[DataFrame, Explainer]:
@@ -453,6 +482,8 @@ class Explainer:
     source: object  # where the search's results come from
     ranges: Ranges | None = None  # how its parts are laid out in Spark partitions
     tops: np.ndarray | None = field(default=None, compare=False)
+    # its rows from a batch as the input is read, when they are the rows as read
+    from_read: FromRead | None = None
 
     READS = (T, FILE, ARRIVAL)
 
