@@ -95,8 +95,7 @@ def _adjust(
         classified = inputs.where_written(got, classified, step.from_read)
         if ses.verbose:
             click.echo(
-                "evtime: adjust in place: each row group read by pyarrow, ordered "
-                "and written by one Spark task",
+                "evtime: each row group read by pyarrow, ordered and written by one Spark task",
                 err=True,
             )
     df, sinks = _sinks(classified, spec, own, args, got.as_read)

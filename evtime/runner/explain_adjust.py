@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import click
+
 from evtime.runner import inputs, publish, summary
 from evtime.runner.context import Session
 from evtime.runner.explained import explain_format, file_source, rejected_frame
@@ -79,6 +81,12 @@ def explain_adjust(args: ExplainAdjustArgs, ses: Session, inp: Inputs) -> None:
         written = frame
         if getattr(step, "from_read", None) is not None:  # (read by the tasks that write it)
             written = inputs.where_written(got, frame, step.from_read)
+            if ses.verbose:
+                click.echo(
+                    "evtime: each row group read by pyarrow, explained and written by one "
+                    "Spark task",
+                    err=True,
+                )
         counts = publish.write_and_publish(ses.run, written, [sink], lay, step, shown.schema)
         if args.plot:
             keys = tuple(dict(own)[k] for k in spec.keys)
