@@ -381,7 +381,9 @@ def release_points(
         *by, SEG, F.least(F.col(d), F.lit(hi)).alias("_v"), F.col(SEQ).alias("_a")
     )
     queries = df.where(CAND).select(*by, SEG, F.col(SEQ).alias("_q"), F.col(EVT).alias("_v"))
-    found = first_above(queries, data, [*by, SEG], "_f", strict=False, keep_by=by)
+    # (both sides' values are data rows' evtimes, or D clamped to them: within lo..hi)
+    lims = (lo, hi)
+    found = first_above(queries, data, [*by, SEG], "_f", strict=False, keep_by=by, limits=lims)
     # inside the row's own segment D is monotone: a hit before the row means the row itself
     rel = found.select(
         *by, "_q", F.when(F.col("_f").isNotNull(), F.greatest("_q", "_f")).alias("_rel")
@@ -404,11 +406,13 @@ def release_points(
                 .where(F.col("_a") > F.col(SEG))
                 .select(*by, SEG, "_v", "_a")
             )
-            later = first_above(left, pairs, [*by, SEG], "_k", strict=False, keep_by=by)
+            later = first_above(
+                left, pairs, [*by, SEG], "_k", strict=False, keep_by=by, limits=lims
+            )
             later = later.localCheckpoint()
             q2 = later.where(F.col("_k").isNotNull()).join(left.drop(SEG), [*by, "_q"])
             q2 = q2.select(*by, F.col("_k").alias(SEG), "_q", "_v")
-            there = first_above(q2, data, [*by, SEG], "_f2", strict=False, keep_by=by)
+            there = first_above(q2, data, [*by, SEG], "_f2", strict=False, keep_by=by, limits=lims)
             rel = rel.join(there, [*by, "_q"], "left").select(
                 *by, "_q", F.coalesce("_rel", "_f2").alias("_rel")
             )
