@@ -52,8 +52,11 @@ FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # evtime's own process (evtime.runner.driver.driver_io); EVTIME_DRIVER_IO_MAX overrides it.
 DRIVER_IO_MAX = 4 << 20
 # Settings of a run whose input is read in the driver (a few MiB at most): one shuffle
-# partition, fewer tasks (bench/RESULTS.md: 0.1-0.2 s of a 3.5 s cold run).  --conf wins.
-DRIVER_IO_CONF = {"spark.sql.shuffle.partitions": "1"}
+# partition, fewer tasks (bench/RESULTS.md: 0.1-0.2 s of a 3.5 s cold run); and no adaptive
+# execution, which runs every shuffle's map side as a job of its own to re-plan what follows
+# (nothing to gain on a few MiB; explain merge of 10 rows ran ~30 jobs): a plan's stages in
+# one job (bench/RESULTS.md, session 43).  --conf wins.
+DRIVER_IO_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
 # Big local jobs: the driver JVM (which is also the executor) gets a heap of a quarter of
 # the machine's memory, Java's own default, within these limits, instead of Spark's 1g;
 # sorts of 10M rows spilled to disk with 1g (bench/RESULTS.md).  spark.driver.memory

@@ -73,6 +73,24 @@ def test_a_run_read_in_the_driver_shuffles_into_one_partition(
     assert seen == [partitions]
 
 
+@pytest.mark.parametrize(("limit", "jobs"), [(None, (1, 1)), ("0", (2, 99))])
+def test_a_run_read_in_the_driver_runs_its_plan_as_one_job(
+    run_cli, spark, monkeypatch, limit, jobs
+):
+    """A few MiB at most: no adaptive execution, whose every shuffle is a Spark job of its
+    own (a merge's one plan: one job); bigger inputs keep it."""
+    if limit is not None:
+        monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", limit)
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup())
+    args = ["merge", "-q", "--bound-marker", "tuple=E", "--unit", "msec", "--range", "9"]
+    r = run_cli(*args, f"a={SAMPLE}", f"b={SAMPLE}")
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.count("\n") > 3
+    ran = len(set(tracker.getJobIdsForGroup()) - before)
+    assert jobs[0] <= ran <= jobs[1], ran
+
+
 def test_which_runs_read_in_the_driver(tmp_path, monkeypatch):
     files = expand_inputs([SAMPLE], None)
     size = Path(SAMPLE).stat().st_size
