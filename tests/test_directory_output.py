@@ -165,6 +165,39 @@ def test_directory_reads_back_as_the_single_file(
     assert not os.path.exists(f"{out}/_temporary")
 
 
+def _tasks_since(tracker, before: set) -> int:
+    """The tasks of every Spark job started since ``before`` (job ids), all stages."""
+    n = 0
+    for job in set(tracker.getJobIdsForGroup()) - before:
+        for stage in tracker.getJobInfo(job).stageIds:
+            info = tracker.getStageInfo(stage)
+            n += info.numTasks if info is not None else 0
+    return n
+
+
+def test_a_task_writes_its_run_of_parts_into_one_file(
+    run_cli, spark, tmp_path, inputs, singles, monkeypatch
+):
+    """A few thousand rows are hundreds of the engine's parts: the run of consecutive parts
+    a task writes (adjust's parts are in runs, one per task) is one file (at most a file per
+    Spark task, the run making none of its own here), and the directories still read back
+    as the single files (--discards: its parts are not in runs, fewer files only where a
+    task writes consecutive ones)."""
+    single, sdis, _ = _single(run_cli, singles, inputs, "adjust", "csv")
+    monkeypatch.setenv("EVTIME_DRIVER_ROWS_MAX", "0")  # (the tasks write the parts)
+    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup())
+    out, dis = f"{tmp_path}/out/", f"{tmp_path}/discards.csv/"
+    args = [*COMMANDS["adjust"], *_sources("adjust", inputs), "--discards", dis]
+    r = run_cli(*args, "-o", out, "--output-format", "csv")
+    assert r.exit_code == 0, r.stderr
+    tasks = _tasks_since(tracker, before)
+    assert _check_dir(out, single, "csv").num_rows > 20
+    assert _check_dir(dis, sdis, "csv").num_rows > 0
+    assert 1 < len(_parts(out)) <= tasks, (len(_parts(out)), tasks)
+
+
 def test_output_layout_parts_names_a_directory(run_cli, tmp_path, inputs):
     args = [*COMMANDS["adjust"], inputs[0]]
     r = run_cli(*args, "-o", tmp_path / "single.csv")

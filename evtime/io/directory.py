@@ -1,11 +1,16 @@
 """Directory outputs (``-o DIR/``, ``--output-layout parts``): the Spark convention of a
 directory of part files, in output order, published atomically.
 
-Each Spark task writes its parts, each a complete file of the output's format (Parquet
-encoded in the task; every CSV part with its header), straight to the destination with
-fsspec, under a hidden name (``DIR/_temporary/evtime-<run>/part-<engine part>.<ext>``: the
-engine's part numbers have gaps).  Its rows per part come back to this process with the
-rows per route (the small frame the tasks return).  Once every sink of the run is written,
+Each Spark task writes its parts, each run of consecutive engine parts it writes one after
+the other as one file (part ``p + 1`` goes on in part ``p``'s file: no other process can
+hold a part between them; see evtime.io.writer._write_parts), a complete file of the
+output's format (Parquet encoded in the task; every CSV part with its header), straight to
+the destination with fsspec, under a hidden name named by its run's first part
+(``DIR/_temporary/evtime-<run>/part-<first engine part>.<ext>``: the engine's part numbers
+have gaps, so do these).  Its rows per file come back to this process with the rows per
+route (the small frame the tasks return).  The files, in the order of their first parts,
+hold the output in order, whichever process wrote them (the tasks, or this one for the
+parts it makes).  Once every sink of the run is written,
 this process publishes the directory: the manifest of an earlier run first removed (a
 reader that honours it sees nothing from then on), then the part files no manifest lists
 (an earlier run's, a killed run's), then the new parts renamed in output order to dense
@@ -176,7 +181,7 @@ class Directory:
     schema: pa.Schema
     overwrite: bool
     run: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
-    rows: dict[int, int] = field(default_factory=dict)  # engine part -> rows (this process)
+    rows: dict[int, int] = field(default_factory=dict)  # a file's first part -> rows (here)
 
     @classmethod
     def of(cls, sink, schema: pa.Schema) -> Directory:
@@ -318,11 +323,11 @@ def abandon(sinks) -> None:
 
 
 class PartWriter:
-    """One part of a directory output, written by the task that holds its rows (see
-    evtime.io.writer._PartWriter for parts staged for the driver): a complete file of the
-    output's format under the part's hidden name.  Locally, written under a name of its own
-    then renamed (two attempts of one task never write one file); on object stores, the
-    object appears when it is closed."""
+    """One file of a directory output (a run of consecutive parts), written by the task that
+    holds its rows (see evtime.io.writer._PartWriter for parts staged for the driver): a
+    complete file of the output's format under the hidden name of its first part.  Locally,
+    written under a name of its own then renamed (two attempts of one task never write one
+    file); on object stores, the object appears when it is closed."""
 
     def __init__(self, d: Directory, sink, part: int):
         self.d, self.sink = d, sink

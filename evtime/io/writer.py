@@ -398,19 +398,29 @@ def _write_parts(
     """Write rows (sorted by ``PART``) to part files under ``staging``: rows seen per
     route, and part files written per sink (``FILES`` + name).  The parts numbered below
     ``step_below`` go through ``step`` first, each whole.  ``done``: called with each part
-    once its files are written."""
+    once its staged files are written.
+
+    A directory output (``sink.directory``) gets one file per run of consecutive part
+    numbers written here: its file goes on with part ``p + 1`` after part ``p`` (no other
+    process can hold a part between them), and is known by its run's first part (its
+    temporary name, its rows for the manifest): the files, in the order of their first
+    parts, hold the output in order.  Parts staged for this process stay one file each."""
     seen: dict[str, int] = {}
     writers: dict[str, _PartWriter] = {}
+    firsts: dict[str, int] = {}  # directory sinks: the first part of the open file
 
     part = None  # the part being written (rows arrive sorted by part)
     try:
         for pid, b in through_step(batches, step, step_below, staging):
             if pid != part:
-                for w in writers.values():
-                    w.close()
+                follows = part is not None and pid == part + 1
+                for name in list(writers):
+                    if not (follows and name in firsts):
+                        writers.pop(name).close()
+                        firsts.pop(name, None)
                 if done is not None and part is not None:
                     done(part)
-                writers, part = {}, pid
+                part = pid
             route = b.column(ROUTE)
             counts = route_counts(route)
             for r, n in counts.items():
@@ -427,12 +437,14 @@ def _write_parts(
                     d = sink.directory  # (a directory output: the part written there)
                     w = _PartWriter(path, sink) if d is None else d.writer(sink, pid)
                     writers[sink.name] = w
+                    if d is not None:
+                        firsts[sink.name] = pid
                     # one per part file: the driver checks it can see them all
                     key = FILES + sink.name
                     seen[key] = seen.get(key, 0) + 1
                 writers[sink.name].write(_prepare(sel, sink, lay))
-                if sink.directory is not None:  # (its rows per part, for its manifest)
-                    key = sink.directory.key(pid)
+                if sink.directory is not None:  # (its rows per file, for its manifest)
+                    key = sink.directory.key(firsts[sink.name])
                     seen[key] = seen.get(key, 0) + sel.num_rows
     finally:
         for w in writers.values():
