@@ -52,12 +52,8 @@ FAST_JVM = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 # evtime's own process (evtime.runner.driver.driver_io); EVTIME_DRIVER_IO_MAX overrides it.
 DRIVER_IO_MAX = 4 << 20
 # Settings of a run whose input is read in the driver (a few MiB at most): one shuffle
-# partition, fewer tasks (bench/RESULTS.md: 0.1-0.2 s of a 3.5 s cold run); no adaptive
-# execution, which has nothing to adapt in one partition but runs every shuffle's stage as
-# a job of its own and plans the rest again after it: a 10-row `explain bound` ran 43 jobs
-# with it, 15 without, `sweep bound` 22 and 8, `bound --state` 16 and 8 (bench/RESULTS.md,
-# session 48: 7-25 % less time, interleaved).  --conf wins.
-DRIVER_IO_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
+# partition, fewer tasks (bench/RESULTS.md: 0.1-0.2 s of a 3.5 s cold run).  --conf wins.
+DRIVER_IO_CONF = {"spark.sql.shuffle.partitions": "1"}
 # Big local jobs: the driver JVM (which is also the executor) gets a heap of a quarter of
 # the machine's memory, Java's own default, within these limits, instead of Spark's 1g;
 # sorts of 10M rows spilled to disk with 1g (bench/RESULTS.md).  spark.driver.memory
