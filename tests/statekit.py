@@ -97,6 +97,29 @@ def one_run(run_cli, tmp: Path, args: list, inputs: Sequence) -> tuple[list[dict
     return rows(out), rows(dis)
 
 
+_ONE_RUNS: dict[tuple, tuple[list[dict], list[dict]]] = {}
+
+
+def one_run_shared(
+    run_cli, tmp: Path, args: list, inputs: Sequence
+) -> tuple[list[dict], list[dict]]:
+    """:func:`one_run`, made once per test process for the same arguments over inputs of
+    the same contents (several tests compare their runs with the same one run: the crash
+    points, ...); a copy of its rows.  ``inputs``: paths, or ``NAME=PATH`` sources."""
+    import os
+
+    def content(x) -> tuple[str, bytes]:
+        name, _, path = str(x).rpartition("=")
+        return name, Path(path).read_bytes()
+
+    where = os.environ.get("EVTIME_DRIVER_IO_MAX")
+    key = (tuple(map(str, args)), tuple(map(content, inputs)), where)
+    if key not in _ONE_RUNS:
+        _ONE_RUNS[key] = one_run(run_cli, tmp, args, inputs)
+    out, dis = _ONE_RUNS[key]
+    return [dict(r) for r in out], [dict(r) for r in dis]
+
+
 def run_each(run_cli, tmp: Path, args: list, files: Sequence) -> list[tuple[str, list, list]]:
     """``args`` over one file per run with ``--state tmp/st``, the last run with
     ``--flush``: each run's stderr, output and discards."""

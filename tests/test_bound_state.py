@@ -40,7 +40,8 @@ _rows = statekit.rows
 
 
 def _single(run_cli, tmp: Path, files: list[Path], opts: list[str]) -> tuple[list, list]:
-    return statekit.one_run(run_cli, tmp, [*BOUND, *opts], files)
+    # (once for the same rows and options: the crash points share theirs)
+    return statekit.one_run_shared(run_cli, tmp, [*BOUND, *opts], files)
 
 
 def _counts(stderr: str) -> dict[str, int]:

@@ -61,10 +61,8 @@ def _files(tmp: Path, arrivals: list[tuple], cuts: list[int]):
 
 
 def _single(run_cli, tmp: Path, sources: list[str], opts: list[str]):
-    out, dis = tmp / "all.csv", tmp / "all-discards.csv"
-    r = run_cli(*MERGE, *opts, "-o", out, "--discards", dis, *sources)
-    assert r.exit_code == 0, r.stderr
-    return _rows(out), _rows(dis)
+    # (once for the same rows and options: the crash points share theirs)
+    return statekit.one_run_shared(run_cli, tmp, [*MERGE, *opts], sources)
 
 
 def _incremental(run_cli, tmp: Path, runs: list[list[str]], opts: list[str], flush_alone=False):

@@ -113,6 +113,7 @@ def routed(
     spec: BoundSpec,
     flush: bool,
     discard_columns: bool = False,
+    limits: tuple[int, int] | None = None,
 ) -> DataFrame:
     """Every row of this run and every carried row, with ``ROUTE``: ``discard`` (late,
     dropped; with ``discard_columns``, ``arrival``, ``reason`` and ``bound`` are added for the
@@ -120,7 +121,8 @@ def routed(
     rows), ``held`` (a window of it is still open: saved for the next run) or ``released``
     (all its windows were released); ``:adjusted`` is added for this run's rows moved up
     by ``--late adjust``.  Unless ``flush``, followed by the new per-key ``state`` rows
-    (route ``state``).  The discards come in arrival order (:func:`late_in_order`)."""
+    (route ``state``).  The discards come in arrival order (:func:`late_in_order`;
+    ``limits``: the least and the greatest arrival number, when known: no aggregate job)."""
     from evtime.columns import ROUTE
     from evtime.engine.bound import late_in_order
 
@@ -152,7 +154,7 @@ def routed(
         )
     if not flush:
         rows = rows.unionByName(state.withColumn(ROUTE, F.lit("state")), allowMissingColumns=True)
-    return late_in_order(rows)
+    return late_in_order(rows, limits)
 
 
 def held_routes() -> tuple[str, ...]:

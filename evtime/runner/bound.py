@@ -216,7 +216,9 @@ def explain_bound(args: ExplainBoundArgs, ses: Session, inp: Inputs) -> None:
         w, _ = engine.windows(cl, spec, [engine.opened()] if args.plot else [])
         if args.plot:
             w = w.localCheckpoint()  # read by explain and by the picture
-        pos, limits = engine.positions(w, spec), None
+        pos = engine.positions(w, spec)
+        # (the arrival numbers, 1 to the rows counted as they were read: no aggregate job)
+        limits = (1, max(got.counted[0], 1)) if got.counted is not None else None
     df = engine.explain(cl, pos, spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col)
     summary.note_renamed("explain bound", own)

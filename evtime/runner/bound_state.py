@@ -76,7 +76,9 @@ def _stateful_run(args: BoundArgs, spec, items, ses, got, started, spark, df, la
         bs.released(w, stf.flush), spec, names, sinks[0], lay, stf.st.arrivals + good
     )
     kept = bs.next_state(cl, carried, spec)
-    frame = bs.routed(cl, held, kept, spec, stf.flush, bool(args.discards))
+    # (the arrival numbers of this run and of the carried rows: known, no aggregate job)
+    limits = (1, max(stf.st.arrivals + good, 1))
+    frame = bs.routed(cl, held, kept, spec, stf.flush, bool(args.discards), limits)
     frame = inputs.with_rejected(frame, got)
     own = lay.schema.names
 

@@ -146,6 +146,7 @@ def _run(
     from evtime.engine import merge_state as engine_state
     from evtime.engine.scan import sort_in_parts
     from evtime.io.writer import Sink
+    from evtime.units import truncated_range
 
     ses, got, spec, df, lay = setup(
         ses, inp, args.operator, "merge", check, classify=False, stream=stream
@@ -162,8 +163,11 @@ def _run(
     rows = engine_state.output_rows(rows, spec, args.source_as, args.as_)
     # default mode: sources one after the other, so ties go by source first
     then = (engine.SRC, SEQ) if spec.simple else (SEQ,)
+    # the parts cut by this run's times as read (no aggregate job; a carried row outside
+    # them goes to the first or the last part, in order all the same)
+    limits = truncated_range(got.time_range, spec.unit_ns)
     rows = inputs.with_rejected(
-        sort_in_parts(rows, engine.EVT, *then),
+        sort_in_parts(rows, engine.EVT, *then, limits=limits),
         got,
         {args.source_as: engine.source_name(spec)},
         engine.rejected_route(),

@@ -80,11 +80,11 @@ def adjust(args: SweepAdjustArgs, ses: Session, inp: Inputs) -> None:
     from evtime.engine import sweep as engine
 
     got = inputs.start(inp, ses)
-    spark, df, lay = got.spark, got.df, got.lay
+    df, lay = got.df, got.lay
     read, bad = inputs.count_good(df, got), inputs.rejected_count(got)
     found = engine.adjust(df, args.unit, list(args.ranges), got.keys)
     rows = _rows(found, list(args.ranges), "range", read, bad)
-    _publish(ses, spark, rows, "range", args.table, lay, numeric=True)
+    _publish(ses, rows, "range", args.table, lay, numeric=True)
     _done("adjust", ses, read + bad, len(rows), started)
 
 
@@ -102,7 +102,7 @@ def merge(args: SweepMergeArgs, setup: Callable[[], tuple]) -> None:
     read, bad = inputs.count_good(df, got), inputs.rejected_count(got)
     found = engine.merge(df, spec, [ns for _, ns in args.waits])
     rows = _rows(found, [t for t, _ in args.waits], "wait", read, bad)
-    _publish(ses, df.sparkSession, rows, "wait", args.table, lay, numeric=False)
+    _publish(ses, rows, "wait", args.table, lay, numeric=False)
     _done("merge", ses, read + bad, len(rows), started)
 
 
@@ -122,11 +122,11 @@ def bound(args: SweepBoundArgs, spec, check, ses: Session, inp: Inputs) -> None:
     for s in specs:
         s.check()
     got = inputs.start(inp, ses, check)
-    spark, df, lay = got.spark, got.df, got.lay
+    df, lay = got.df, got.lay
     read, bad = inputs.count_good(df, got), inputs.rejected_count(got)
     found = engine.bound(df, specs)
     rows = _rows(found, [t for t, _ in values], setting, read, bad)
-    _publish(ses, spark, rows, setting, args.table, lay, numeric=False)
+    _publish(ses, rows, setting, args.table, lay, numeric=False)
     _done("bound", ses, read + bad, len(rows), started)
 
 
@@ -137,15 +137,17 @@ def _seconds(ns: int | None) -> float | None:
     return None if ns is None else ns / 1e9
 
 
-def _publish(ses, spark, rows: list[dict], setting: str, table: Table, lay, numeric: bool) -> None:
-    """Write the (small) table of settings like explain writes its rows; the setting's
-    column is an integer when ``numeric``, else text (durations)."""
+def _publish(ses, rows: list[dict], setting: str, table: Table, lay, numeric: bool) -> None:
+    """Write the (small: one row per setting) table of settings like explain writes its
+    rows, from this process (no Spark job); the setting's column is an integer when
+    ``numeric``, else text (durations)."""
     import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
-    from evtime.columns import ROUTE
+    from evtime.columns import PART, ROUTE
     from evtime.io.reader import Layout
-    from evtime.io.writer import Sink
+    from evtime.io.writer import LocalRows, Sink
 
     types = {"max_hold_s": DoubleType(), "mean_hold_s": DoubleType()}
     schema = StructType(
@@ -153,11 +155,12 @@ def _publish(ses, spark, rows: list[dict], setting: str, table: Table, lay, nume
             StructField(setting, LongType() if numeric else StringType()),
             *[StructField(c, types.get(c, LongType())) for c in COLUMNS],
             StructField(ROUTE, StringType()),
-            StructField("_evt_order", LongType()),
+            StructField(PART, LongType()),
         ]
     )
-    data = [(r[setting], *[r[c] for c in COLUMNS], "out", i) for i, r in enumerate(rows)]
-    frame = spark.createDataFrame(data, schema).coalesce(1).sortWithinPartitions("_evt_order")
+    data = {c: [r[c] for r in rows] for c in (setting, *COLUMNS)}
+    data |= {ROUTE: ["out"] * len(rows), PART: [0] * len(rows)}  # (one part, in order)
+    frame = LocalRows(pa.table(data, schema=to_arrow_schema(schema)), schema)
     fmt = explain_format(table.fmt, table.output, ses.call.params)
     sink = Sink("sweep", ("out",), table.output, fmt, [setting, *COLUMNS], [], table.overwrite)
     # none of these columns is the input's own: no input type to restore
