@@ -16,10 +16,11 @@ one of three ways, which :func:`evtime.engine.adjust.choose.choose_in_parts` pic
 * Without keys, the arrival numbers, the search's carry and the reference times the parts
   of arrivals start from come from one pass over the times read here
   (:func:`~evtime.engine.scan.arrivals_here`), not from Spark jobs.
-* In place (the rows as Spark's Parquet reader reads them, each row group whole in one
-  task, no bad rows set aside), when that pass found more than one row group (those of
-  more than :data:`~evtime.engine.adjust.core.IN_PLACE_ROWS` rows in slices): the rows
-  are explained where they are read, neither shuffled nor sorted, with the search's
+* In place (the input's local Parquet row groups, each whole in one task, no bad rows set
+  aside), when that pass found more than one row group (those of more than
+  :data:`~evtime.engine.adjust.core.IN_PLACE_ROWS` rows in slices): the rows are explained
+  where they are read (by the writing task itself, :class:`FromRead`), neither shuffled
+  nor sorted, with the search's
   results from a plan of the rows near the groups' edges
   (:class:`~evtime.engine.adjust.in_place.FromPlan`, no search job) or else from files the
   search's own job left by row group (:class:`ResultsInFiles`, :class:`InFiles`).
