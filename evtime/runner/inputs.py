@@ -249,15 +249,23 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
 def where_written(got: Read, df, prep=None):  # -> evtime.io.writer.TaskRows
     """``df``, the rows of the input as read (every one an arrival) as ``prep`` makes each
     batch of them (its step's ``from_read``), read instead by the tasks that write them:
-    pyarrow reads each chunk (a Parquet row group) in a Spark task, one task per chunk,
-    and no row passes through the JVM."""
+    pyarrow reads each chunk (a Parquet row group) in a Spark task, runs of consecutive
+    chunks of about :data:`TASK_ROWS` rows a task (at least two tasks, at most one per
+    chunk and 256), and no row passes through the JVM."""
     from evtime.io.reader import ChunkReader
     from evtime.io.writer import TaskRows
 
     read = ChunkReader.of(got.files, got.opts, got.lay)
     n = len(read)
-    ids = got.spark.range(0, n, 1, numPartitions=max(1, min(n, 256)))
+    rows = sum(got.counted) if got.counted else n * TASK_ROWS
+    tasks = max(1, min(n, 256, max(2, -(-rows // TASK_ROWS))))
+    ids = got.spark.range(0, n, 1, numPartitions=tasks)
     return TaskRows(ids, read, df.schema, prep)
+
+
+# rows a task reads and writes where the rows are read by the writing tasks (a 1M-row row
+# group a task, as Parquet files are often written; many small row groups share a task)
+TASK_ROWS = 1 << 20
 
 
 def from_footers(find):  # -> a start() meanwhile
