@@ -870,8 +870,5 @@ def _numbered(spark, df, parts: list[Chunk], rows: dict[int, int]):  # -> DataFr
 def read_here(files: list[InputFile], opts: ReadOptions, lay: Layout) -> pa.Table:
     """The rows :func:`read` gives, read in this process as one Arrow table in the types of
     :func:`spark_schema` (small local inputs only: evtime.runner.driver.driver_io)."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    want = to_arrow_schema(spark_schema(lay, opts))
-    batches = [b.cast(want) for c in chunks(files) for b in _read_chunk(c, lay, opts)]
-    return pa.Table.from_batches(batches, want)
+    read = ChunkReader.of(files, opts, lay)
+    return pa.Table.from_batches([b for i in range(len(read)) for b in read(i)], read.want)
