@@ -128,7 +128,8 @@ def _engine(spark, keyed, events, cfg, explain=True):
         # the windows' positions found here from the tally (runs that read here) are the same
         from evtime.engine import bound_tally
 
-        here = bound_tally.positions_here(cl, spec)
+        rows = bound_tally.tally(cl, spec, [])[0].toArrow()
+        here = bound_tally.positions_here(cl, spec, rows)
         if here is not None:
             assert here[1] == len(events)
             assert _explained(engine.explain(cl, here[0], spec, ["in.csv"])) == ex

@@ -219,16 +219,15 @@ def output_rows_here(
     return made.cast(to_arrow_schema(schema)), schema
 
 
-def positions_here(cl: DataFrame, spec: BoundSpec) -> tuple[DataFrame, int] | None:
+def positions_here(cl: DataFrame, spec: BoundSpec, rows: pa.Table) -> tuple[DataFrame, int] | None:
     """``explain bound``'s window positions (as :func:`bound.positions` gives them) of the
-    rows of ``cl`` (:func:`bound.prepare`), found in this process from their tally,
-    fetched whole with one job (the caller knows it is small: a run that reads its input
-    here), and the number of arrivals; None when a window's end would leave int64 (then
-    :func:`bound.windows` and :func:`bound.positions` run in Spark)."""
+    rows of ``cl`` (:func:`bound.prepare`), found in this process from their tally
+    (``rows``: all of :func:`tally`'s, fetched by the caller), and the number of arrivals;
+    None when a window's end would leave int64 (then :func:`bound.windows` and
+    :func:`bound.positions` run in Spark)."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import LongType, StructField
 
-    rows = tally(cl, spec, [])[0].toArrow()
     routes = counts_here(rows, spec)[0]
     arrivals = sum(routes.values())
     made = _made_here(rows, spec, [], arrivals)

@@ -496,6 +496,12 @@ def sort_in_parts(
     return df.repartition(PART).sortWithinPartitions(PART, lead, *then)
 
 
+def arrival_range(arrivals: int) -> tuple[int, int]:
+    """The least and the greatest 1-based arrival number of ``arrivals`` rows: the
+    ``limits`` of :func:`sort_in_parts` by arrival (no aggregate job to find them)."""
+    return 1, max(arrivals, 1)
+
+
 @dataclass(frozen=True)
 class Ranges:
     """Parts ``0..top`` as ``n`` runs of consecutive parts, run ``i`` in Spark partition

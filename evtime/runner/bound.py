@@ -152,6 +152,7 @@ def _in_one_pass(run, df, spec, items, sinks, lay, got: Read, read: int) -> dict
     written (so the summary checks the tally against them)."""
     from evtime.engine import bound as engine
     from evtime.engine import bound_tally
+    from evtime.engine.scan import arrival_range
 
     cl = engine.classify(df, spec, one_chunk=got.one_chunk, as_read=got.as_read)
     t, names = bound_windows.analysed(lambda: bound_tally.tally(cl, spec, items), lay.schema.names)
@@ -174,7 +175,7 @@ def _in_one_pass(run, df, spec, items, sinks, lay, got: Read, read: int) -> dict
     jobs = [(out_frame, sinks[:1], key_lay)]
     if len(sinks) > 1:
         late = engine.routed(bound_tally.late_rows(cl, t, engine.ARRIVAL), spec, True)
-        late = engine.late_in_order(late, limits=(1, max(read, 1)))
+        late = engine.late_in_order(late, limits=arrival_range(read))
         jobs.append((inputs.with_rejected(late, got), sinks[1:], lay))
     written = publish.publish_jobs(
         run, jobs, [driver.few_rows(run, windows), run.in_driver][: len(jobs)]
@@ -199,7 +200,7 @@ def explain_bound(args: ExplainBoundArgs, ses: Session, inp: Inputs) -> None:
     spec = args.window.spec(inp.keys)
     from evtime.engine import bound as engine
     from evtime.engine import bound_tally, present
-    from evtime.engine.scan import sort_in_parts
+    from evtime.engine.scan import arrival_range, sort_in_parts
     from evtime.io.writer import Sink
 
     fmt = explain_format(args.fmt, args.output, ses.call.params)
@@ -207,18 +208,21 @@ def explain_bound(args: ExplainBoundArgs, ses: Session, inp: Inputs) -> None:
     df, lay, files = got.df, got.lay, got.files
     cl = engine.prepare(df, spec, one_chunk=got.one_chunk, as_read=got.as_read)
     # the windows' positions: found here from a small tally (a run that reads its input
-    # here, no picture), else by the windows and their search in Spark
-    here = None if args.plot or not ses.run.in_driver else bound_tally.positions_here(cl, spec)
+    # here, no picture: the tally fetched with one job), else by the windows and their
+    # search in Spark
+    here = None
+    if ses.run.in_driver and not args.plot:
+        rows = driver.rows_here(ses.run, bound_tally.tally(cl, spec, [])[0])
+        here = bound_tally.positions_here(cl, spec, rows)
     if here is not None:
         pos, arrivals = here
-        limits = (1, max(arrivals, 1))
+        limits = arrival_range(arrivals)
     else:
         w, _ = engine.windows(cl, spec, [engine.opened()] if args.plot else [])
         if args.plot:
             w = w.localCheckpoint()  # read by explain and by the picture
         pos = engine.positions(w, spec)
-        # (the arrival numbers, 1 to the rows counted as they were read: no aggregate job)
-        limits = (1, max(got.counted[0], 1)) if got.counted is not None else None
+        limits = inputs.arrival_limits(got)
     df = engine.explain(cl, pos, spec, [f.shown for f in files])
     own = present.own_columns(lay.schema.names, lay.time_col)
     summary.note_renamed("explain bound", own)

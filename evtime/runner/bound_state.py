@@ -62,6 +62,7 @@ def stateful(
 def _stateful_run(args: BoundArgs, spec, items, ses, got, started, spark, df, lay, stf) -> None:
     from evtime.engine import bound as engine
     from evtime.engine import bound_state as bs
+    from evtime.engine.scan import arrival_range
     from evtime.io.writer import Sink
 
     good = inputs.count_good(df, got)  # bad rows (--bad-rows discard) take no arrival number
@@ -77,7 +78,7 @@ def _stateful_run(args: BoundArgs, spec, items, ses, got, started, spark, df, la
     )
     kept = bs.next_state(cl, carried, spec)
     # (the arrival numbers of this run and of the carried rows: known, no aggregate job)
-    limits = (1, max(stf.st.arrivals + good, 1))
+    limits = arrival_range(stf.st.arrivals + good)
     frame = bs.routed(cl, held, kept, spec, stf.flush, bool(args.discards), limits)
     frame = inputs.with_rejected(frame, got)
     own = lay.schema.names

@@ -246,6 +246,14 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
     )
 
 
+def arrival_limits(got: Read) -> tuple[int, int] | None:
+    """The arrival numbers of the rows read (1 to the good rows), when they were counted as
+    read: the ``limits`` of a sort by arrival (no aggregate job); else None."""
+    from evtime.engine.scan import arrival_range
+
+    return arrival_range(got.counted[0]) if got.counted else None
+
+
 def where_written(got: Read, df, prep=None):  # -> evtime.io.writer.TaskRows
     """``df``, the rows of the input as read (every one an arrival) as ``prep`` makes each
     batch of them (its step's ``from_read``), read instead by the tasks that write them:

@@ -203,10 +203,8 @@ def explain_merge(args: ExplainMergeArgs, ses: Session, inp: Inputs) -> None:
         args.overwrite,
         own=present.own_map(own),
     )
-    # (arrivals 1..good rows, when counted: no job to find the least and the greatest)
-    arrivals = (1, max(got.counted[0], 1)) if got.counted else None
     frame = rejected_frame(
-        sort_in_parts(frame, "arrival", SEQ, limits=arrivals),
+        sort_in_parts(frame, "arrival", SEQ, limits=inputs.arrival_limits(got)),
         got,
         own,
         engine.source_name(spec),

@@ -32,7 +32,7 @@ from pyspark.sql import functions as F
 from evtime.columns import ROUTE
 from evtime.engine import present
 from evtime.engine.adjust import core, in_place, parts
-from evtime.engine.scan import AsRead, sort_in_parts
+from evtime.engine.scan import AsRead, arrival_range, sort_in_parts
 from evtime.steps import routes
 
 
@@ -162,8 +162,7 @@ class ExplainHere:
         frame = present.explain_frame(frame, ("ref",), self.own)
         discarded = F.col("decision") == present.DISCARDED
         frame = frame.withColumn(ROUTE, F.when(discarded, "discard").otherwise("out"))
-        last = max(run.arrivals, 1)  # (arrivals: 1..read)
-        return sort_in_parts(frame, "arrival", limits=(1, last)), None
+        return sort_in_parts(frame, "arrival", limits=arrival_range(run.arrivals)), None
 
 
 @dataclass(frozen=True)
