@@ -91,13 +91,7 @@ def _adjust(
     ctx = choose.Run(read, got.as_read, limits, zones, got.found_early, got.one_chunk)
     path = choose.choose(spec, facts, df, ctx)
     classified, step = path.adjust(df)
-    if getattr(step, "from_read", None) is not None:  # (read by the tasks that write them)
-        classified = inputs.where_written(got, classified, step.from_read)
-        if ses.verbose:
-            click.echo(
-                "evtime: each row group read by pyarrow, ordered and written by one Spark task",
-                err=True,
-            )
+    classified = inputs.where_written(got, classified, step, ses.verbose, "ordered")
     df, sinks = _sinks(classified, spec, own, args, got.as_read)
     out = sinks[0]
     df, reroute = path.routed(df, step)

@@ -12,8 +12,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import click
-
 from evtime.runner import inputs, publish, summary
 from evtime.runner.context import Session
 from evtime.runner.explained import explain_format, file_source, rejected_frame
@@ -78,15 +76,7 @@ def explain_adjust(args: ExplainAdjustArgs, ses: Session, inp: Inputs) -> None:
             text_of={"evtime": ("time", spec.unit_ns)},  # (the time truncated to the unit)
             own=present.own_map(own),
         )
-        written = frame
-        if getattr(step, "from_read", None) is not None:  # (read by the tasks that write it)
-            written = inputs.where_written(got, frame, step.from_read)
-            if ses.verbose:
-                click.echo(
-                    "evtime: each row group read by pyarrow, explained and written by one "
-                    "Spark task",
-                    err=True,
-                )
+        written = inputs.where_written(got, frame, step, ses.verbose, "explained")
         counts = publish.write_and_publish(ses.run, written, [sink], lay, step, shown.schema)
         if args.plot:
             keys = tuple(dict(own)[k] for k in spec.keys)

@@ -254,15 +254,24 @@ def arrival_limits(got: Read) -> tuple[int, int] | None:
     return arrival_range(got.counted[0]) if got.counted else None
 
 
-def where_written(got: Read, df, prep=None):  # -> evtime.io.writer.TaskRows
-    """``df``, the rows of the input as read (every one an arrival) as ``prep`` makes each
-    batch of them (its step's ``from_read``), read instead by the tasks that write them:
-    pyarrow reads each chunk (a Parquet row group) in a Spark task, runs of consecutive
-    chunks of about :data:`TASK_ROWS` rows a task (at least two tasks, at most one per
-    chunk and 256), and no row passes through the JVM."""
+def where_written(got: Read, df, step, verbose: bool, doing: str):  # -> DataFrame | TaskRows
+    """``df`` as it is, unless ``step`` makes its rows from batches of the input as read
+    (its ``from_read``: ``df`` is those rows): then the rows read instead by the tasks that
+    write them (:class:`evtime.io.writer.TaskRows`): pyarrow reads each chunk (a Parquet row
+    group) in a Spark task, runs of consecutive chunks of about :data:`TASK_ROWS` rows a
+    task (at least two tasks, at most one per chunk and 256), and no row passes through
+    the JVM; ``-v`` says so (``doing``: what the task does to them)."""
+    prep = getattr(step, "from_read", None)
+    if prep is None:
+        return df
     from evtime.io.reader import ChunkReader
     from evtime.io.writer import TaskRows
 
+    if verbose:
+        click.echo(
+            f"evtime: each row group read by pyarrow, {doing} and written by one Spark task",
+            err=True,
+        )
     read = ChunkReader.of(got.files, got.opts, got.lay)
     n = len(read)
     rows = sum(got.counted) if got.counted else n * TASK_ROWS
