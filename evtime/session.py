@@ -55,8 +55,18 @@ DRIVER_IO_MAX = 4 << 20
 # partition, fewer tasks (bench/RESULTS.md: 0.1-0.2 s of a 3.5 s cold run); and no adaptive
 # execution, which runs every shuffle's map side as a job of its own to re-plan what follows
 # (nothing to gain on a few MiB; explain merge of 10 rows ran ~30 jobs): a plan's stages in
-# one job (bench/RESULTS.md, session 43).  --conf wins.
-DRIVER_IO_CONF = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
+# one job (bench/RESULTS.md, session 43).  And no generated code: Spark compiles Java
+# for every stage and expression of a plan (Janino, in a cold JVM), which on a few MiB
+# costs more than it saves; its interpreted operators give the same rows (Spark tests
+# both).  `factoryMode` is an internal setting of Spark's (its test suites use it); whole
+# stages off alone gained a third as much.  Every small command 8-12 % faster through the
+# CLI (bench/RESULTS.md, session 44).  --conf wins.
+DRIVER_IO_CONF = {
+    "spark.sql.shuffle.partitions": "1",
+    "spark.sql.adaptive.enabled": "false",
+    "spark.sql.codegen.wholeStage": "false",
+    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+}
 # Big local jobs: the driver JVM (which is also the executor) gets a heap of a quarter of
 # the machine's memory, Java's own default, within these limits, instead of Spark's 1g;
 # sorts of 10M rows spilled to disk with 1g (bench/RESULTS.md).  spark.driver.memory
