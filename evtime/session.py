@@ -59,8 +59,7 @@ DRIVER_IO_MAX = 4 << 20
 # for every stage and expression of a plan (Janino, in a cold JVM), which on a few MiB
 # costs more than it saves; its interpreted operators give the same rows (Spark tests
 # both).  `factoryMode` is an internal setting of Spark's (its test suites use it); whole
-# stages off alone gained a third as much.  Every small command 8-12 % faster through the
-# CLI (bench/RESULTS.md, session 44).  --conf wins.
+# stages off alone gained a third as much (bench/RESULTS.md, session 44).  --conf wins.
 DRIVER_IO_CONF = {
     "spark.sql.shuffle.partitions": "1",
     "spark.sql.adaptive.enabled": "false",

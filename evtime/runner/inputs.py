@@ -254,6 +254,11 @@ def arrival_limits(got: Read) -> tuple[int, int] | None:
     return arrival_range(got.counted[0]) if got.counted else None
 
 
+# rows a task reads and writes where the rows are read by the writing tasks (a 1M-row row
+# group a task, as Parquet files are often written; many small row groups share a task)
+TASK_ROWS = 1 << 20
+
+
 def where_written(got: Read, df, step, verbose: bool, doing: str):  # -> DataFrame | TaskRows
     """``df`` as it is, unless ``step`` makes its rows from batches of the input as read
     (its ``from_read``: ``df`` is those rows): then the rows read instead by the tasks that
@@ -278,11 +283,6 @@ def where_written(got: Read, df, step, verbose: bool, doing: str):  # -> DataFra
     tasks = max(1, min(n, 256, max(2, -(-rows // TASK_ROWS))))
     ids = got.spark.range(0, n, 1, numPartitions=tasks)
     return TaskRows(ids, read, df.schema, prep)
-
-
-# rows a task reads and writes where the rows are read by the writing tasks (a 1M-row row
-# group a task, as Parquet files are often written; many small row groups share a task)
-TASK_ROWS = 1 << 20
 
 
 def from_footers(find):  # -> a start() meanwhile
