@@ -414,6 +414,22 @@ def format_ns(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     if not pa.types.is_integer(arr.type):
         arr = to_ns(arr)  # timestamps / dates (naive = UTC)
     arr = arr.cast(pa.int64())
+    if len(arr) >= RUNS_MIN and not arr.null_count:
+        # each run of equal times formatted once (explain's reference time and bound, a
+        # window's start and end: half the rows or more repeat the row before)
+        v = arr.to_numpy(zero_copy_only=False)
+        starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
+        if len(starts) * 2 <= len(v):
+            run = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(v)]))
+            return _format_ns(pa.array(v[starts])).take(pa.array(run))
+    return _format_ns(arr)
+
+
+RUNS_MIN = 1024  # rows from which format_ns looks for runs of equal times
+
+
+def _format_ns(arr: pa.Array) -> pa.Array:
+    """:func:`format_ns` of int64 ``arr``, every value formatted."""
     n = len(arr)
     # Arrow's own text of a ns timestamp: 'yyyy-MM-dd HH:mm:ss.fffffffff', 29 bytes for every
     # int64 ns (four-digit years, always nine digits); the 'T' and the 'Z' of ISO-8601 are
