@@ -43,31 +43,34 @@ def test_rows_that_do_not_fit_go_in_order(monkeypatch):
     assert choose.choose(SPEC, choose.Facts(), "df", choose.Run()).name == "in order"
 
 
-@pytest.mark.parametrize("in_driver, name", [(True, "prefix scan"), (False, "in parts")])
-def test_explain_adjust_path(in_driver, name):
+@pytest.mark.parametrize("in_driver", [True, False])
+def test_explain_adjust_path(in_driver):
     facts = choose.Facts(in_driver=in_driver)
-    assert choose.choose_explain(SPEC, facts, choose.Run(), (), (), int).name == name
+    way = choose.choose_explain(SPEC, facts, choose.Run(), (), (), int)
+    assert way.name == "in parts" and way.here == in_driver
 
 
 @pytest.mark.parametrize(
-    "in_place, plan, suits, name",
+    "here, in_place, plan, suits, name",
     [
-        (True, "plan", True, "from the plan"),  # 1. (before the files)
-        (True, None, True, "in files"),  # 2.
-        (True, None, False, "in parts of arrivals"),  # 3.
-        (False, "plan", True, "in parts of arrivals"),  # (bad rows set aside: neither)
+        (True, True, "plan", True, "all here"),  # 1. (read in this process: first)
+        (True, False, None, False, "all here"),
+        (False, True, "plan", True, "from the plan"),  # 2. (before the files)
+        (False, True, None, True, "in files"),  # 3.
+        (False, True, None, False, "in parts of arrivals"),  # 4.
+        (False, False, "plan", True, "in parts of arrivals"),  # (bad rows set aside: neither)
     ],
 )
-def test_each_condition_picks_its_way_in_parts(in_place, plan, suits, name, monkeypatch):
+def test_each_condition_picks_its_way_in_parts(here, in_place, plan, suits, name, monkeypatch):
     from evtime.engine.adjust import parts
 
     asked = []
     monkeypatch.setattr(parts, "plan_of", lambda made: asked.append("plan") or plan)
     monkeypatch.setattr(parts, "suits_files", lambda made: asked.append("files") or suits)
-    way = choose.choose_in_parts("made", in_place)
+    way = choose.choose_in_parts("made", in_place, here)
     assert way.name == name
     if name == "from the plan":
         assert way.plan == plan
     assert asked == {"from the plan": ["plan"], "in files": ["plan", "files"]}.get(
-        name, ["plan", "files"] if in_place else []
+        name, ["plan", "files"] if in_place and not here else []
     )  # (asked in order, only where the way may be taken)

@@ -9,15 +9,17 @@ adjust (:func:`choose`), the first that holds:
 3. :class:`InOrder`: no ``--discards``, no ``--emit-bounds``, not read in this process.
 4. :class:`PrefixScan`: everything else.
 
-explain adjust (:func:`choose_explain`): read in this process, :class:`ExplainHere` (the
-prefix scan); else :class:`ExplainInParts`, the prefix scan when its bounds leave int64,
-which takes (:func:`choose_in_parts`), the first that holds:
+explain adjust (:func:`choose_explain`): :class:`ExplainInParts`, the prefix scan
+(:class:`ExplainHere`) when its bounds leave int64, which takes (:func:`choose_in_parts`),
+the first that holds:
 
-1. :class:`ExplainFromPlan`: no bad rows set aside, no keys, the times read here, and
+1. :class:`ExplainAllHere`: read in this process: every row explained here, no Spark job
+   but the one that fetches the rows.
+2. :class:`ExplainFromPlan`: no bad rows set aside, no keys, the times read here, and
    the row groups fit (:func:`~evtime.engine.adjust.parts.plan_of`): no search job.
-2. :class:`ExplainInFiles`: no bad rows set aside, no keys, the times read here, more
+3. :class:`ExplainInFiles`: no bad rows set aside, no keys, the times read here, more
    than one row group (:func:`~evtime.engine.adjust.parts.suits_files`).
-3. :class:`ExplainInArrivalParts`: everything else.
+4. :class:`ExplainInArrivalParts`: everything else.
 """
 
 from __future__ import annotations
@@ -146,8 +148,8 @@ def choose(spec: core.AdjustSpec, facts: Facts, df: DataFrame, run: Run) -> Pref
 
 @dataclass(frozen=True)
 class ExplainHere:
-    """explain adjust read in this process: the prefix scan, then
-    :func:`~evtime.engine.adjust.core.explain` (no Python workers)."""
+    """The prefix scan, then :func:`~evtime.engine.adjust.core.explain` (for bounds
+    beyond int64)."""
 
     spec: core.AdjustSpec
     run: Run
@@ -174,6 +176,7 @@ class ExplainInParts(ExplainHere):
 
     good: Callable[[], int] = int
     rejected: bool = False
+    here: bool = False  # read in this process
     name = "in parts"
 
     def explain(self, df: DataFrame) -> tuple[DataFrame, object]:
@@ -183,7 +186,8 @@ class ExplainInParts(ExplainHere):
             made = parts.by_arrival(
                 df, spec, self.sources, self.own, arrivals, run.limits, run.as_read, run.early
             )
-            frame, step = choose_in_parts(made, in_place=not self.rejected).explain(made, counts)
+            way = choose_in_parts(made, in_place=not self.rejected, here=self.here)
+            frame, step = way.explain(made, counts)
         except OverflowError:  # (times and range beyond int64 ns)
             return super().explain(df)
         if self.rejected:  # (null here: made by the step)
@@ -191,6 +195,16 @@ class ExplainInParts(ExplainHere):
             nulls = {f.name: F.lit(None).cast(f.dataType) for f in fields}
             frame = frame.withColumns({c: v for c, v in nulls.items() if c not in frame.columns})
         return frame, step
+
+
+@dataclass(frozen=True)
+class ExplainAllHere:
+    """:func:`~evtime.engine.adjust.parts.all_here`: every row explained in this process."""
+
+    name = "all here"
+
+    def explain(self, made: parts.ByArrival, counts: str) -> tuple[DataFrame, object]:
+        return parts.all_here(made)
 
 
 @dataclass(frozen=True)
@@ -228,10 +242,13 @@ class ExplainInArrivalParts:
 
 
 def choose_in_parts(
-    made: parts.ByArrival, in_place: bool
-) -> ExplainFromPlan | ExplainInFiles | ExplainInArrivalParts:
+    made: parts.ByArrival, in_place: bool, here: bool = False
+) -> ExplainAllHere | ExplainFromPlan | ExplainInFiles | ExplainInArrivalParts:
     """How :class:`ExplainInParts` explains the rows ``made``, by the table of this module
-    (``in_place``: no bad rows set aside, every row of ``df`` an arrival as read)."""
+    (``in_place``: no bad rows set aside, every row of ``df`` an arrival as read;
+    ``here``: read in this process)."""
+    if here:
+        return ExplainAllHere()
     if in_place:
         plan = parts.plan_of(made)
         if plan is not None:
@@ -250,7 +267,5 @@ def choose_explain(
     good: Callable[[], int],
 ) -> ExplainHere:
     """explain adjust's path, by the table of this module (``good()``: the arrivals, the
-    rows read but the bad ones set aside, asked only in parts)."""
-    if facts.in_driver:
-        return ExplainHere(spec, run, sources, own)
-    return ExplainInParts(spec, run, sources, own, good, facts.rejected)
+    rows read but the bad ones set aside)."""
+    return ExplainInParts(spec, run, sources, own, good, facts.rejected, facts.in_driver)

@@ -1,6 +1,10 @@
 """explain adjust without a prefix scan: the rows by arrival (:func:`by_arrival`), then
-one of three ways, which :func:`evtime.engine.adjust.choose.choose_in_parts` picks
-(:func:`from_plan`, :func:`in_files`, :func:`in_arrival_parts`).
+one of four ways, which :func:`evtime.engine.adjust.choose.choose_in_parts` picks
+(:func:`all_here`, :func:`from_plan`, :func:`in_files`, :func:`in_arrival_parts`).
+
+* A run that reads its input in this process explains every row here, as one part
+  (:func:`all_here`, :class:`AllHere`): the search in a sorted array
+  (:func:`~evtime.engine.scan.least_above`), no Spark job but the one that fetches the rows.
 
 * The search of :func:`~evtime.engine.scan.kept_in_parts`, in the output's parts, gives
   each row the least arrival above its evtime + range*unit: the row is kept when there is
@@ -72,6 +76,7 @@ from evtime.engine.scan import (
     in_ranges,
     kept_in_parts,
     key_numbers,
+    least_above,
     reach_from,
     running,
     stacked_by_key,
@@ -171,6 +176,51 @@ def suits_files(made: ByArrival) -> bool:
     where they are read (:func:`~evtime.engine.adjust.core.suits_in_place`)."""
     here = made.here
     return here is not None and suits_in_place(here, made.arrivals, len(made.as_read.groups))
+
+
+def all_here(made: ByArrival) -> tuple[DataFrame, Explainer]:
+    """Every row as one part, explained in this process (the rows of a run that reads its
+    input here come here to be written): the search over all of them at once
+    (:class:`AllHere`).  Raises OverflowError when a search value leaves int64."""
+    hi = made.limits[1]
+    if hi is not None and hi > sat.MAX - made.spec.width - 1:
+        raise OverflowError(f"{EVT} + {made.spec.width} leaves the int64 range")
+    rows = made.rows.drop(EVT).withColumn(PART, F.lit(0).cast("long"))
+    return rows, Explainer(made.spec, made.sources, made.keys, made.arrivals, AllHere())
+
+
+@dataclass(frozen=True)
+class AllHere:
+    """The search's results for every row at once (:func:`all_here`): a row is kept when
+    its evtime is at least its key's reference time before it minus the range (the first
+    arrival of a key: always); the arrival that releases it is the least arrival of its key
+    whose evtime is above its own + range (:func:`~evtime.engine.scan.least_above`; no
+    earlier arrival's is, or it would not be kept); its output position its rank among the
+    kept rows by ``(evtime, arrival)``."""
+
+    READS = ()
+
+    def results(self, step: Explainer, part: pa.Table) -> tuple[pa.Table, tuple]:
+        return part.take(pc.sort_indices(part.column(ARRIVAL))), ()  # (in arrival order)
+
+    def searched(self, step, rows, evt, before, known, ref, results):
+        width = step.spec.width
+        arrival = values_of(rows.column(ARRIVAL))
+        keep = evt >= np.where(known, before, evt) - width
+        order, key = key_numbers(rows, step.keys)
+        if order is None:
+            order = np.argsort(evt, kind="stable")
+        else:  # (by key, then evtime)
+            by = np.lexsort((evt[order], key))
+            order, key = order[by], key[by]
+        least = np.full(len(evt), -1, np.int64)
+        above, found = least_above(evt[order], arrival[order], width, key)
+        least[order] = np.where(found, above, -1)
+        kept = np.flatnonzero(keep)
+        kept = kept[np.lexsort((arrival[kept], evt[kept]))]
+        pos = np.zeros(len(evt), np.int64)
+        pos[kept] = np.arange(1, len(kept) + 1)
+        return least, keep, pos
 
 
 def from_plan(made: ByArrival, plan) -> tuple[DataFrame, Explainer]:
