@@ -91,6 +91,29 @@ def test_a_run_read_in_the_driver_runs_its_plan_as_one_job(
     assert jobs[0] <= ran <= jobs[1], ran
 
 
+def test_explain_adjust_read_in_the_driver_is_one_job(run_cli, spark):
+    """explain adjust of small files read here: their arrivals numbered from the rows of
+    each file counted as read (no aggregate, no join), every row explained here in Arrow:
+    the one Spark job that hands the rows over; arrivals run on across the files."""
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup())
+    args = ["explain", "adjust", "-q", "--unit", "msec", "--range", "999", "--format", "csv"]
+    r = run_cli(*args, SAMPLE, SAMPLE)
+    assert r.exit_code == 0, r.stderr
+    assert len(set(tracker.getJobIdsForGroup()) - before) == 1
+    rows = r.csv()
+    assert [int(x["arrival"]) for x in rows] == list(range(1, 11))
+    assert [x["tuple"] for x in rows] == ["A", "B", "C", "D", "E"] * 2
+    from tests.model.adjust import adjust as model
+
+    times = pq.read_table(SAMPLE).column("time").cast("int64").to_pylist() * 2
+    want = model([((), t) for t in times], 1_000_000, 999)
+    got = [(x["decision"], x["output_pos"], x["released_by"]) for x in rows]
+    assert got == [
+        (w.decision, str(w.output_pos or ""), str(w.released_by or "")) for w in want
+    ]
+
+
 def test_which_runs_read_in_the_driver(tmp_path, monkeypatch):
     files = expand_inputs([SAMPLE], None)
     size = Path(SAMPLE).stat().st_size
