@@ -109,9 +109,7 @@ def test_explain_adjust_read_in_the_driver_is_one_job(run_cli, spark):
     times = pq.read_table(SAMPLE).column("time").cast("int64").to_pylist() * 2
     want = model([((), t) for t in times], 1_000_000, 999)
     got = [(x["decision"], x["output_pos"], x["released_by"]) for x in rows]
-    assert got == [
-        (w.decision, str(w.output_pos or ""), str(w.released_by or "")) for w in want
-    ]
+    assert got == [(w.decision, str(w.output_pos or ""), str(w.released_by or "")) for w in want]
 
 
 def test_which_runs_read_in_the_driver(tmp_path, monkeypatch):
