@@ -194,12 +194,6 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
         time_range = (least.as_py(), most.as_py())
         first, last = pc.min_max(table.column(columns.CHUNK)).values()
         one_chunk = first.as_py() == last.as_py()
-        # the rows of every file, counted here: arrivals numbered without a Spark job
-        # (each file's rows are numbered 0, 1, ... as read; bad rows set aside: see below)
-        import numpy as np
-
-        per_file = table.column(columns.FILE).to_numpy(zero_copy_only=False)
-        as_read = AsRead(file_rows=tuple(np.bincount(per_file, minlength=len(files)).tolist()))
         df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
         # (no streamed scans: they start Python workers, and Spark may evaluate the
         # partition ids of local rows in this process, where they are all 0)
