@@ -184,7 +184,15 @@ class ExplainInParts(ExplainHere):
         try:
             arrivals, counts = self.good(), run.where()
             made = parts.by_arrival(
-                df, spec, self.sources, self.own, arrivals, run.limits, run.as_read, run.early
+                df,
+                spec,
+                self.sources,
+                self.own,
+                arrivals,
+                run.limits,
+                run.as_read,
+                run.early,
+                numbered=not self.here,  # (all here: numbered by the step)
             )
             way = choose_in_parts(made, in_place=not self.rejected, here=self.here)
             frame, step = way.explain(made, counts)

@@ -116,10 +116,11 @@ def early_explain(spec: AdjustSpec, known) -> EarlyExplain | None:
 @dataclass(frozen=True)
 class ByArrival:
     """What every way of explaining in parts starts from (:func:`by_arrival`): ``rows``
-    known by their arrival number, with their evtime and their own columns under the names
-    they are shown by; ``keys`` under those names; the pass over the times read here and
-    the search's carry it found (``here``, ``carry``: None without it); the evtimes'
-    bounds (``limits``); and what they came from."""
+    known by their arrival number (not ``numbered``: by ``_evt_seq``), with their evtime
+    and their own columns under the names they are shown by; ``keys`` under those names;
+    the pass over the times read here and the search's carry it found (``here``,
+    ``carry``: None without it); the evtimes' bounds (``limits``); and what they came
+    from."""
 
     spec: AdjustSpec
     sources: tuple[str, ...]
@@ -143,14 +144,16 @@ def by_arrival(
     limits: tuple[int, int] | None = None,
     as_read: AsRead | None = None,
     early: EarlyExplain | None = None,
+    numbered: bool = True,
 ) -> ByArrival:
     """:class:`ByArrival` for ``arrivals`` rows of ``df`` (see the module).  ``own``: the
     rows' own columns and their shown names; ``as_read`` / ``early``: the times read here,
-    and the pass over them made already (:func:`early_explain`).  Raises OverflowError
-    when a bound leaves the int64 range."""
+    and the pass over them made already (:func:`early_explain`); not ``numbered``: the
+    rows keep ``_evt_seq`` instead of an arrival number (:func:`all_here` numbers them).
+    Raises OverflowError when a bound leaves the int64 range."""
     keys = tuple(dict(own)[k] for k in spec.keys)
     here, carry = _pass_here(spec, arrivals, as_read, early, keys)
-    rows = _by_arrival(df, spec, own, here, as_read)
+    rows = _by_arrival(df, spec, own, here, as_read, numbered)
     lims = _limits(rows, spec, limits)
     return ByArrival(
         spec, tuple(sources), keys, arrivals, rows, here, carry, lims, as_read, early, tuple(own)
@@ -180,12 +183,14 @@ def suits_files(made: ByArrival) -> bool:
 
 def all_here(made: ByArrival) -> tuple[DataFrame, Explainer]:
     """Every row as one part, explained in this process (the rows of a run that reads its
-    input here come here to be written): the search over all of them at once
-    (:class:`AllHere`).  Raises OverflowError when a search value leaves int64."""
+    input here come here to be written), ``made`` not ``numbered`` (:func:`by_arrival`):
+    the arrivals numbered and searched all at once (:class:`AllHere`).  Raises
+    OverflowError when a search value leaves int64."""
     hi = made.limits[1]
     if hi is not None and hi > sat.MAX - made.spec.width - 1:
         raise OverflowError(f"{EVT} + {made.spec.width} leaves the int64 range")
-    rows = made.rows.drop(EVT).withColumn(PART, F.lit(0).cast("long"))
+    # (one Spark partition: whole for any other reader, evtime.engine.scan.apply_in_parts)
+    rows = made.rows.drop(EVT).withColumn(PART, F.lit(0).cast("long")).coalesce(1)
     return rows, Explainer(made.spec, made.sources, made.keys, made.arrivals, AllHere())
 
 
@@ -198,10 +203,16 @@ class AllHere:
     earlier arrival's is, or it would not be kept); its output position its rank among the
     kept rows by ``(evtime, arrival)``."""
 
-    READS = ()
+    READS = (SEQ,)
 
     def results(self, step: Explainer, part: pa.Table) -> tuple[pa.Table, tuple]:
-        return part.take(pc.sort_indices(part.column(ARRIVAL))), ()  # (in arrival order)
+        """The part in arrival order, numbered (``_evt_seq`` increases with the arrivals,
+        and every arrival is here)."""
+        part = part.take(pc.sort_indices(part.column(SEQ)))
+        if ARRIVAL in part.column_names:  # (a null column: bad rows set aside)
+            part = part.drop_columns([ARRIVAL])
+        arrival = pa.array(np.arange(1, part.num_rows + 1, dtype=np.int64))
+        return part.append_column(ARRIVAL, arrival), ()
 
     def searched(self, step, rows, evt, before, known, ref, results):
         width = step.spec.width
@@ -322,11 +333,17 @@ def _pass_here(spec, arrivals: int, as_read, early, keys) -> tuple:
     return arrivals_here(as_read.times, spec.unit_ns, arrivals, firsts), None
 
 
-def _by_arrival(df: DataFrame, spec: AdjustSpec, own, here, as_read) -> DataFrame:
-    """The rows known by their arrival number (no SEQ through the shuffles), with their
-    evtime, their own columns under the names they are shown by."""
-    rows = df.withColumn(ARRIVAL, here.numbers()) if here else arrival_numbers(df, ARRIVAL, as_read)
-    rows = rows.drop(CHUNK, SEQ).withColumn(EVT, evtime_of(spec))
+def _by_arrival(df: DataFrame, spec: AdjustSpec, own, here, as_read, numbered=True) -> DataFrame:
+    """The rows known by their arrival number (no SEQ through the shuffles; not
+    ``numbered``: by SEQ), with their evtime, their own columns under the names they are
+    shown by."""
+    if not numbered:
+        rows = df.drop(CHUNK)
+    elif here:
+        rows = df.withColumn(ARRIVAL, here.numbers()).drop(CHUNK, SEQ)
+    else:
+        rows = arrival_numbers(df, ARRIVAL, as_read).drop(CHUNK, SEQ)
+    rows = rows.withColumn(EVT, evtime_of(spec))
     return rows.withColumnsRenamed({c: s for c, s in own if c != s})
 
 
