@@ -40,8 +40,8 @@ def driver_io(files, sopts) -> bool:
     """Whether this run reads its input and writes its outputs in this process, Spark
     getting and giving the rows as Arrow tables: local inputs of at most DRIVER_IO_MAX bytes
     (EVTIME_DRIVER_IO_MAX, 0 = never) on a local Spark.  A tiny input then costs no Python
-    worker and no checkpoint job; the operator itself runs in Spark as always (explain
-    adjust: its rows numbered in Spark, explained here in Arrow, see
+    worker and no checkpoint job; the operator itself runs in Spark as always (but explain
+    adjust's: its rows handed over by Spark, numbered and explained here in Arrow, see
     evtime.engine.adjust.parts.all_here)."""
     from evtime.session import DRIVER_IO_MAX
 
