@@ -92,9 +92,9 @@ def test_a_run_read_in_the_driver_runs_its_plan_as_one_job(
 
 
 def test_explain_adjust_read_in_the_driver_is_one_job(run_cli, spark):
-    """explain adjust of small files read here: their arrivals numbered from the rows of
-    each file counted as read (no aggregate, no join), every row explained here in Arrow:
-    the one Spark job that hands the rows over; arrivals run on across the files."""
+    """explain adjust of small files read here: every row numbered and explained here in
+    Arrow (no aggregate, no join, no search job): the one Spark job that hands the rows
+    over; arrivals run on across the files; the model's decisions."""
     tracker = spark.sparkContext.statusTracker()
     before = set(tracker.getJobIdsForGroup())
     args = ["explain", "adjust", "-q", "--unit", "msec", "--range", "999", "--format", "csv"]
