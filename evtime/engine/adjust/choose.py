@@ -182,7 +182,7 @@ class ExplainInParts(ExplainHere):
     def explain(self, df: DataFrame) -> tuple[DataFrame, object]:
         spec, run = self.spec, self.run
         try:
-            arrivals, counts = self.good(), run.where()
+            arrivals = self.good()
             made = parts.by_arrival(
                 df,
                 spec,
@@ -195,7 +195,8 @@ class ExplainInParts(ExplainHere):
                 numbered=not self.here,  # (all here: numbered by the step)
             )
             way = choose_in_parts(made, in_place=not self.rejected, here=self.here)
-            frame, step = way.explain(made, counts)
+            frame, step = way.explain(made, run.where)  # (the ways that share files make
+            # their directory: none for the rows explained here or from the plan)
         except OverflowError:  # (times and range beyond int64 ns)
             return super().explain(df)
         if self.rejected:  # (null here: made by the step)
@@ -211,7 +212,7 @@ class ExplainAllHere:
 
     name = "all here"
 
-    def explain(self, made: parts.ByArrival, counts: str) -> tuple[DataFrame, object]:
+    def explain(self, made: parts.ByArrival, where: Callable[[], str]) -> tuple[DataFrame, object]:
         return parts.all_here(made)
 
 
@@ -223,7 +224,7 @@ class ExplainFromPlan:
     plan: object
     name = "from the plan"
 
-    def explain(self, made: parts.ByArrival, counts: str) -> tuple[DataFrame, object]:
+    def explain(self, made: parts.ByArrival, where: Callable[[], str]) -> tuple[DataFrame, object]:
         return parts.from_plan(made, self.plan)
 
 
@@ -234,8 +235,8 @@ class ExplainInFiles:
 
     name = "in files"
 
-    def explain(self, made: parts.ByArrival, counts: str) -> tuple[DataFrame, object]:
-        return parts.in_files(made, counts)
+    def explain(self, made: parts.ByArrival, where: Callable[[], str]) -> tuple[DataFrame, object]:
+        return parts.in_files(made, where())
 
 
 @dataclass(frozen=True)
@@ -245,8 +246,8 @@ class ExplainInArrivalParts:
 
     name = "in parts of arrivals"
 
-    def explain(self, made: parts.ByArrival, counts: str) -> tuple[DataFrame, object]:
-        return parts.in_arrival_parts(made, counts)
+    def explain(self, made: parts.ByArrival, where: Callable[[], str]) -> tuple[DataFrame, object]:
+        return parts.in_arrival_parts(made, where())
 
 
 def choose_in_parts(

@@ -189,7 +189,9 @@ def all_here(made: ByArrival) -> tuple[DataFrame, Explainer]:
     hi = made.limits[1]
     if hi is not None and hi > sat.MAX - made.spec.width - 1:
         raise OverflowError(f"{EVT} + {made.spec.width} leaves the int64 range")
-    # (one Spark partition: whole for any other reader, evtime.engine.scan.apply_in_parts)
+    # (one part is one Spark partition, as evtime.engine.scan.apply_in_parts reads parts:
+    # the rows of a run that reads here, at most EVTIME_DRIVER_IO_MAX bytes of input, all
+    # in this process already; never chosen for rows read by Spark's tasks)
     rows = made.rows.drop(EVT).withColumn(PART, F.lit(0).cast("long")).coalesce(1)
     return rows, Explainer(made.spec, made.sources, made.keys, made.arrivals, AllHere())
 
@@ -333,7 +335,9 @@ def _pass_here(spec, arrivals: int, as_read, early, keys) -> tuple:
     return arrivals_here(as_read.times, spec.unit_ns, arrivals, firsts), None
 
 
-def _by_arrival(df: DataFrame, spec: AdjustSpec, own, here, as_read, numbered=True) -> DataFrame:
+def _by_arrival(
+    df: DataFrame, spec: AdjustSpec, own, here, as_read, numbered: bool = True
+) -> DataFrame:
     """The rows known by their arrival number (no SEQ through the shuffles; not
     ``numbered``: by SEQ), with their evtime, their own columns under the names they are
     shown by."""
