@@ -129,10 +129,9 @@ def _engine(spark, keyed, events, cfg, explain=True):
         from evtime.engine import bound_tally
 
         rows = bound_tally.tally(cl, spec, [])[0].toArrow()
-        here = bound_tally.positions_here(cl, spec, rows)
-        if here is not None:
-            assert here[1] == len(events)
-            assert _explained(engine.explain(cl, here[0], spec, ["in.csv"])) == ex
+        pos, arrivals = bound_tally.positions_here(cl, spec, rows)
+        assert arrivals == len(events)
+        assert _explained(engine.explain(cl, pos, spec, ["in.csv"])) == ex
         return out, ex
 
 

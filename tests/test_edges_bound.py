@@ -42,6 +42,13 @@ def settings(unit: int, edge: str) -> list[tuple[list[str], dict]]:
                 dict(size=size, slide=unit + 1, late="adjust"),
             )
         )
+    if edge == "high":  # (a window starts at the last instant: its end is past it)
+        out.append(
+            (
+                ["--window", f"{size}ns", "--offset", f"{MAX % size}ns"],
+                dict(size=size, offset=MAX % size),
+            )
+        )
     if edge == "1900":
         out.append(
             (
@@ -60,11 +67,21 @@ def window_text(ws, inclusive: bool) -> str:
 CASES = [(u, e) for u in UNITS for e in ("low", "high")] + [("day", "1900")]
 
 
-@pytest.mark.parametrize("unit,edge", CASES)
-def test_bound_at_the_edges(run_cli, tmp_path, unit, edge):
+# (small inputs: the windows are searched in evtime's process; "spark": as for inputs too
+# big for it, the windows and their search in Spark)
+BOUND_CASES = [(u, e, "here") for u, e in CASES] + [
+    (u, "high", "spark") for u in ("nsec", "msec", "day")
+]
+
+
+@pytest.mark.parametrize("unit,edge,search", BOUND_CASES)
+def test_bound_at_the_edges(run_cli, tmp_path, monkeypatch, unit, edge, search):
     """bound and explain bound: the windows (start, end, rows, closing arrival, in release
     order) and every row's decision, bound and windows are the model's."""
-    times = edge_times(edge, UNITS[unit])
+    if search == "spark":
+        monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")
+        monkeypatch.setenv("EVTIME_DRIVER_ROWS_MAX", "0")
+    times = edge_times(edge, UNITS[unit]) + ([MAX] if edge == "high" else [])
     path = tmp_path / "in.parquet"
     write(path, times)
     for opts, kw in settings(UNITS[unit], edge):

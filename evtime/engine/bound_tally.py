@@ -181,12 +181,11 @@ def output_here(
 ):
     """:func:`windows` and :func:`bound.output` of the tally ``t``, a few rows (the caller
     knows how many: :func:`counts`), fetched here with one small job: the output frame, one
-    part (``PART`` 0) in release order, made in this process; None when a window's end
-    would leave int64 (then the search runs in Spark, as for a big tally); ``rows``: the
+    part (``PART`` 0) in release order, made in this process (window ends past the last
+    instant saturated, those windows flushed at the end, as in Spark); ``rows``: the
     tally, when the caller fetched it already.  The search is
     :func:`~evtime.engine.bound.closing_arrivals`, as :func:`bound.close` runs it per key."""
-    made = output_rows_here(t, spec, names, arrivals, rows)
-    return None if made is None else t.sparkSession.createDataFrame(*made)
+    return t.sparkSession.createDataFrame(*output_rows_here(t, spec, names, arrivals, rows))
 
 
 def output_rows_here(
@@ -195,7 +194,7 @@ def output_rows_here(
     names: Sequence[str],
     arrivals: int,
     rows: pa.Table | None = None,
-) -> tuple[pa.Table, StructType] | None:
+) -> tuple[pa.Table, StructType]:
     """The rows of :func:`output_here` as Arrow, with their Spark schema (the Arrow types
     are those Spark gives that schema): for a caller that writes them here, without
     making them a DataFrame (one Spark job fewer)."""
@@ -203,8 +202,6 @@ def output_rows_here(
     from pyspark.sql.types import LongType, StructField
 
     made = _made_here(t.toArrow() if rows is None else rows, spec, names, arrivals)
-    if made is None:
-        return None
     schema = StructType(  # (the tally's types for the keys and the aggregates)
         [
             StructField(PART, LongType()),
@@ -219,20 +216,16 @@ def output_rows_here(
     return made.cast(to_arrow_schema(schema)), schema
 
 
-def positions_here(cl: DataFrame, spec: BoundSpec, rows: pa.Table) -> tuple[DataFrame, int] | None:
+def positions_here(cl: DataFrame, spec: BoundSpec, rows: pa.Table) -> tuple[DataFrame, int]:
     """``explain bound``'s window positions (as :func:`bound.positions` gives them) of the
     rows of ``cl`` (:func:`bound.prepare`), found in this process from their tally
-    (``rows``: all of :func:`tally`'s, fetched by the caller), and the number of arrivals;
-    None when a window's end would leave int64 (then :func:`bound.windows` and
-    :func:`bound.positions` run in Spark)."""
+    (``rows``: all of :func:`tally`'s, fetched by the caller), and the number of arrivals."""
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import LongType, StructField
 
     routes = counts_here(rows, spec)[0]
     arrivals = sum(routes.values())
     made = _made_here(rows, spec, [], arrivals)
-    if made is None:
-        return None
     keys = list(spec.keys)
     start, closing, pos = POSITIONS
     table = pa.table(
@@ -250,7 +243,7 @@ def positions_here(cl: DataFrame, spec: BoundSpec, rows: pa.Table) -> tuple[Data
 
 
 def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: int):
-    """The rows of :func:`output_here`, as Arrow (None: see there)."""
+    """The rows of :func:`output_here`, as Arrow."""
     keys = list(spec.keys)
     fact = rows.column(FACT)
     w = rows.filter(pc.equal(fact, WINDOW))
@@ -269,14 +262,16 @@ def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: 
     # at or above its start + close_after
     ws = w.column(GROUP).to_numpy()
     v = p.column(GROUP).to_numpy()
-    if len(ws) and int(ws.max()) > np.iinfo(np.int64).max - spec.close_after:
-        return None
     order, numbers = key_numbers(pa.concat_tables([p.select(keys), w.select(keys)]), keys)
     key = None
     if order is not None:
         key = np.empty_like(numbers)
         key[order] = numbers
     closed = closing_arrivals(v, a, _end(ws, spec, spec.close_after), key)
+    # (windows whose end is past the last instant: flushed at the end, as bound._never has
+    # them; the search saw their end saturated)
+    cut = sat.MAX - spec.close_after
+    closed[ws > cut if cut >= sat.MIN else slice(None)] = -1
     release = np.where(closed >= 0, closed, arrivals + 1)
     out = pa.table(
         {
@@ -294,10 +289,9 @@ def _made_here(rows: pa.Table, spec: BoundSpec, names: Sequence[str], arrivals: 
 
 
 def _end(ws: np.ndarray, spec: BoundSpec, after: int) -> np.ndarray:
-    """:func:`~evtime.engine.bound.window_end` of starts known to end before the last
-    instant."""
+    """:func:`~evtime.engine.bound.window_end` of an array of starts (saturated)."""
     low = sat.clamp(first_start(spec) + after)
-    return np.where(ws == sat.MIN, low, ws + after)
+    return np.where(ws == sat.MIN, low, sat.add_np(ws, after))
 
 
 def _ascending(table: pa.Table, columns: Sequence[str]) -> pa.Array:

@@ -164,10 +164,9 @@ def _in_one_pass(run, df, spec, items, sinks, lay, got: Read, read: int) -> dict
         routes, windows, limits, size = bound_tally.counts_here(here, spec)
     else:
         routes, windows, limits, size = bound_tally.counts(t, spec)
-    made = None
     if driver.few_rows(run, size):  # a small tally (bounded): searched and ordered here
         made = bound_tally.output_rows_here(t, spec, names, read, here)
-    if made is not None:  # (written from here: no Spark job)
+        # (written from here: no Spark job)
         out_frame, key_lay = bound_windows.output_here(*made, spec, names, sinks[0], lay)
     else:
         w = bound_tally.windows(t, spec, names, limits)
