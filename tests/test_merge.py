@@ -12,6 +12,7 @@ import re
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
@@ -93,6 +94,7 @@ def reasons(text: str | None) -> set[str]:
     return {w for w in ("own bound", "stream bound", "wait") if w in (text or "")}
 
 
+@pytest.mark.parametrize("where", ["local", "distributed"], indirect=True)
 @spark_settings(10)
 @given(cases())
 @example(  # sources one after the other with join/leave: one chunk per file, carried vector
@@ -108,7 +110,9 @@ def reasons(text: str | None) -> set[str]:
 )
 def test_explain_merge_is_the_model(run_cli, case):
     """`explain merge` row by row against the reference model on random sources: bound
-    rows, arrival clock, wait, join/leave, strict bounds, adjusted sources."""
+    rows, arrival clock, wait, join/leave, strict bounds, adjusted sources.  Read here,
+    the rows are classified here (``classify_here``); read by Spark's tasks, by the prefix
+    scan in Spark."""
     sources, o = case
     arrivals = [
         [Arrival(s, t, b, a if o["timed"] else None) for _, t, b, a in rows]

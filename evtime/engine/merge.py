@@ -464,6 +464,90 @@ def classify(df: DataFrame, spec: MergeSpec) -> DataFrame:
     return df.withColumn(KEEP, keep).localCheckpoint()
 
 
+def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """:func:`classify` of a few rows (a run that reads its input in this process): the rows
+    fetched with one Spark job and classified here, by the same steps over numpy (the
+    vector scan :func:`_in_blocks` over all rows as one chunk; each candidate's release
+    point the first arrival at or after it whose D' reaches its evtime, :func:`_first_reaching`;
+    the stream bound an exclusive prefix max of the released rows' evtimes placed at their
+    releasing arrival), given back as a DataFrame of the same columns."""
+    import numpy as np
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import BooleanType
+
+    t = df.toArrow().sort_by(SEQ)
+    seq, src = values_of(t.column(SEQ)), values_of(t.column(SRC))
+    bnd, evt = values_of(t.column(BND)), values_of(t.column(EVT))
+    first, last = np.full(spec.n, POS, np.int64), np.full(spec.n, NEG, np.int64)
+    np.minimum.at(first, src, seq)
+    np.maximum.at(last, src, seq)
+    lag = values_of(t.column(LAG).fill_null(NEG))  # (NEG: no wait)
+    d, arg, own = _in_blocks(
+        np.full(spec.n, NEG, np.int64),
+        seq,
+        src,
+        values_of(t.column(CON).fill_null(NEG)),
+        lag,
+        (first, last) if spec.join_leave else None,
+        spec.n,
+    )
+    cand = ~bnd & ((own == NEG) | (evt >= own)) & (evt >= lag)
+    added: dict[str, tuple] = {OWNP: (pa.array(own, mask=own == NEG), LongType())}
+    if spec.simple:
+        keep = cand
+    else:
+        at = _first_reaching(d, evt, cand)
+        rel = np.where(at >= 0, seq[np.maximum(at, 0)], 0)
+        # the stream bound before each arrival: the released candidates' evtimes placed at
+        # their releasing arrival, then a prefix max that leaves the arrival's own out
+        top, got = np.full(len(seq), NEG, np.int64), np.zeros(len(seq), bool)
+        done = at >= 0
+        np.maximum.at(top, at[done], evt[done])
+        got[at[done]] = True
+        top = np.concatenate([[NEG], np.maximum.accumulate(top)[:-1]])
+        got = np.concatenate([[False], np.logical_or.accumulate(got)[:-1]])
+        keep = cand & (~got | (evt >= top))
+        added |= {
+            DEF: (pa.array(d), LongType()),
+            DEF_ARG: (pa.array(arg, pa.int32()), IntegerType()),
+            REL: (pa.array(rel, mask=~done), LongType()),
+            BB: (pa.array(top, mask=~got), LongType()),
+        }
+    added |= {CAND: (pa.array(cand), BooleanType()), KEEP: (pa.array(keep), BooleanType())}
+    for name, (values, _) in added.items():
+        t = t.append_column(name, values)
+    schema = StructType(
+        [*df.schema.fields, *[StructField(c, kind) for c, (_, kind) in added.items()]]
+    )
+    return df.sparkSession.createDataFrame(t.cast(to_arrow_schema(schema)), schema)
+
+
+def _first_reaching(d, evt, cand):  # -> np.ndarray
+    """Per row (in arrival order), the position of the first arrival at or after it whose
+    ``d`` is at least its ``evt`` (-1: none, or not a ``cand`` row): a search of each
+    candidate down a table of block maxima (blocks of 2^k arrivals: those whose maximum is
+    below its evtime are stepped over), exact whatever the shape of ``d``."""
+    import numpy as np
+
+    m = len(d)
+    levels = [d]
+    while (1 << len(levels)) <= m:
+        prev, h = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.maximum(prev[:-h], prev[h:]))  # (max of d[j : j + 2h])
+    rows = np.flatnonzero(cand)
+    pos, want = rows.copy(), evt[rows]
+    for k in range(len(levels) - 1, -1, -1):
+        lv = levels[k]
+        step = pos < len(lv)
+        step[step] = lv[pos[step]] < want[step]
+        pos[step] += 1 << k
+    found = pos < m
+    found[found] = d[pos[found]] >= want[found]
+    out = np.full(m, -1, np.int64)
+    out[rows[found]] = pos[found]
+    return out
+
+
 def classify_in_order(
     df: DataFrame,
     spec: MergeSpec,

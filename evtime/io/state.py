@@ -92,6 +92,27 @@ class State:
         assert self.generation is not None
         return os.path.join(self.dir, self.generation, name)
 
+    def read(self, spark, name: str):  # -> DataFrame
+        """The Parquet file ``name`` of this state, read by Spark with the schema its footer
+        gives (read here: no Spark job to infer it); Spark infers it when the footer has a
+        type that Spark's reader may read otherwise than Arrow's types say."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from pyspark.sql.pandas.types import from_arrow_schema
+
+        path = self.file(name)
+        try:
+            footer = pq.read_schema(path)
+            plain = not any(
+                pa.types.is_timestamp(t) and t.unit == "ns" or pa.types.is_dictionary(t)
+                for t in footer.types
+            )
+            schema = from_arrow_schema(footer, prefer_timestamp_ntz=True) if plain else None
+        except (OSError, TypeError, ValueError, NotImplementedError, pa.ArrowException):
+            schema = None
+        reader = spark.read if schema is None else spark.read.schema(schema)
+        return reader.parquet(path)
+
 
 def _local_dir(path: str) -> str:
     if "://" in path and not path.startswith("file://"):

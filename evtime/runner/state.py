@@ -31,20 +31,15 @@ class Stateful:
     def carried(self) -> int:
         return 0 if self.st.fresh else int(self.st.meta.get("held", 0))
 
-    def file(self, name: str) -> str | None:
-        """A file of the committed state, None for a fresh stream."""
-        return None if self.st.fresh else self.st.file(name)
-
     def read(self, spark, name: str):  # -> DataFrame | None
         """A Parquet file of the committed state (None for a fresh stream), its input
         columns in this run's types (which may be wider than the earlier runs', as one run
         over all the inputs has them: :func:`evtime.io.reader.continued`)."""
         from evtime.io.reader import recarried
 
-        path = self.file(name)
-        if path is None:
+        if self.st.fresh:
             return None
-        df = spark.read.parquet(path)
+        df = self.st.read(spark, name)
         if self.earlier is None or self.lay is None:
             return df
         return recarried(df, self.earlier, self.lay, f"--state {self.sd.shown}: {name}")
