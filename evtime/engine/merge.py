@@ -470,7 +470,8 @@ def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
     vector scan :func:`_in_blocks` over all rows as one chunk; each candidate's release
     point the first arrival at or after it whose D' reaches its evtime, :func:`_first_reaching`;
     the stream bound an exclusive prefix max of the released rows' evtimes placed at their
-    releasing arrival), given back as a DataFrame of the same columns."""
+    releasing arrival), given back as a DataFrame of the same columns.  (Bounded: the
+    run holds its input here already.)"""
     import numpy as np
     from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import BooleanType
@@ -504,8 +505,8 @@ def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
         done = at >= 0
         np.maximum.at(top, at[done], evt[done])
         got[at[done]] = True
-        top = np.concatenate([[NEG], np.maximum.accumulate(top)[:-1]])
-        got = np.concatenate([[False], np.logical_or.accumulate(got)[:-1]])
+        top[1:], got[1:] = np.maximum.accumulate(top)[:-1], np.logical_or.accumulate(got)[:-1]
+        top[:1], got[:1] = NEG, False
         keep = cand & (~got | (evt >= top))
         added |= {
             DEF: (pa.array(d), LongType()),
