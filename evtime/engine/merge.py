@@ -464,8 +464,17 @@ def classify(df: DataFrame, spec: MergeSpec) -> DataFrame:
     return df.withColumn(KEEP, keep).localCheckpoint()
 
 
+def classified(df: DataFrame, spec: MergeSpec, here: bool) -> DataFrame:
+    """:func:`classify`, or :func:`classify_here` for rows read in this process (``here``)
+    in the general case (an arrival order, a wait or --join-leave), whose steps in Spark
+    are a dozen small jobs; sources one after the other take one plan in Spark, run by the
+    job that writes the output."""
+    return classify_here(df, spec) if here and not spec.simple else classify(df, spec)
+
+
 def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
-    """:func:`classify` of a few rows (a run that reads its input in this process): the rows
+    """:func:`classify` of a few rows in the general case (not ``spec.simple``; a run that
+    reads its input in this process): the rows
     fetched with one Spark job and classified here, by the same steps over numpy (the
     vector scan :func:`_in_blocks` over all rows as one chunk; each candidate's release
     point the first arrival at or after it whose D' reaches its evtime, :func:`_first_reaching`;
@@ -493,28 +502,26 @@ def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
         spec.n,
     )
     cand = ~bnd & ((own == NEG) | (evt >= own)) & (evt >= lag)
-    added: dict[str, tuple] = {OWNP: (pa.array(own, mask=own == NEG), LongType())}
-    if spec.simple:
-        keep = cand
-    else:
-        at = _first_reaching(d, evt, cand)
-        rel = np.where(at >= 0, seq[np.maximum(at, 0)], 0)
-        # the stream bound before each arrival: the released candidates' evtimes placed at
-        # their releasing arrival, then a prefix max that leaves the arrival's own out
-        top, got = np.full(len(seq), NEG, np.int64), np.zeros(len(seq), bool)
-        done = at >= 0
-        np.maximum.at(top, at[done], evt[done])
-        got[at[done]] = True
-        top[1:], got[1:] = np.maximum.accumulate(top)[:-1], np.logical_or.accumulate(got)[:-1]
-        top[:1], got[:1] = NEG, False
-        keep = cand & (~got | (evt >= top))
-        added |= {
-            DEF: (pa.array(d), LongType()),
-            DEF_ARG: (pa.array(arg, pa.int32()), IntegerType()),
-            REL: (pa.array(rel, mask=~done), LongType()),
-            BB: (pa.array(top, mask=~got), LongType()),
-        }
-    added |= {CAND: (pa.array(cand), BooleanType()), KEEP: (pa.array(keep), BooleanType())}
+    at = _first_reaching(d, evt, cand)
+    rel = np.where(at >= 0, seq[np.maximum(at, 0)], 0)
+    # the stream bound before each arrival: the released candidates' evtimes placed at
+    # their releasing arrival, then a prefix max that leaves the arrival's own out
+    top, got = np.full(len(seq), NEG, np.int64), np.zeros(len(seq), bool)
+    done = at >= 0
+    np.maximum.at(top, at[done], evt[done])
+    got[at[done]] = True
+    top[1:], got[1:] = np.maximum.accumulate(top)[:-1], np.logical_or.accumulate(got)[:-1]
+    top[:1], got[:1] = NEG, False
+    keep = cand & (~got | (evt >= top))
+    added = {
+        DEF: (pa.array(d), LongType()),
+        DEF_ARG: (pa.array(arg, pa.int32()), IntegerType()),
+        OWNP: (pa.array(own, mask=own == NEG), LongType()),
+        CAND: (pa.array(cand), BooleanType()),
+        REL: (pa.array(rel, mask=~done), LongType()),
+        BB: (pa.array(top, mask=~got), LongType()),
+        KEEP: (pa.array(keep), BooleanType()),
+    }
     for name, (values, _) in added.items():
         t = t.append_column(name, values)
     schema = StructType(

@@ -87,7 +87,7 @@ def _early(discards: str | None) -> Callable:
 def _classified(df, spec, got: Read, discards: str | None, in_driver: bool, limits):
     """The rows classified, ``(df, step)``: in order (sources one after the other, only data
     rows: the keep flag out of the output's own sort, given by ``step`` as the parts are
-    written) or by the prefix scan (``step`` None; in this process for rows read here)."""
+    written) or by the prefix scan (``step`` None; :func:`engine.classified` says where)."""
     from evtime.engine import merge as engine
 
     step = None
@@ -96,8 +96,8 @@ def _classified(df, spec, got: Read, discards: str | None, in_driver: bool, limi
         df, step = engine.classify_in_order(
             df, spec, limits, late, got.as_read, got.sources, got.found_early
         )
-    if step is None:  # (rows read here: classified here)
-        df = engine.classify_here(df, spec) if in_driver else engine.classify(df, spec)
+    if step is None:
+        df = engine.classified(df, spec, in_driver)
     return df, step
 
 

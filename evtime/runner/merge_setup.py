@@ -144,6 +144,6 @@ def setup(
         df = order_arrivals(df, engine.NOW)
         got = got.but(as_read=AsRead())  # (numbered again: no longer as read)
     df = engine.prepare(df, spec, groups)
-    if classify:  # (rows read here: classified here)
-        df = engine.classify_here(df, spec) if ses.run.in_driver else engine.classify(df, spec)
+    if classify:
+        df = engine.classified(df, spec, ses.run.in_driver)
     return ses, got, spec, df, lay
