@@ -227,6 +227,10 @@ def run_cli(request, where):
         if where == "distributed":  # what inputs above EVTIME_DRIVER_IO_MAX bytes get
             request.getfixturevalue("monkeypatch").setenv("EVTIME_DRIVER_IO_MAX", "0")
     else:
+        from tests.where import WHERE
+
+        if where not in WHERE:  # (a test's own parameter named "where" took this one's place)
+            raise ValueError(f"run_cli: {where!r} is no kind of Spark: {WHERE}")
         pool = request.getfixturevalue("workers")
         if where not in pool:
             pool[where] = Worker(where)
