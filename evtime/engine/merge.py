@@ -60,7 +60,7 @@ from pyspark.sql.types import IntegerType, LongType, StructField, StructType
 from evtime.columns import CHUNK, CHUNK_SHIFT, FILE, ROW, SEQ, T
 from evtime.engine import present
 from evtime.engine import saturate as sat
-from evtime.engine.running import values_of
+from evtime.engine.running import NONE, int64_array, running_max, values_of
 from evtime.engine.scan import (
     UNBOUNDED,
     AsRead,
@@ -504,22 +504,21 @@ def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
     cand = ~bnd & ((own == NEG) | (evt >= own)) & (evt >= lag)
     at = _first_reaching(d, evt, cand)
     rel = np.where(at >= 0, seq[np.maximum(at, 0)], 0)
-    # the stream bound before each arrival: the released candidates' evtimes placed at
-    # their releasing arrival, then a prefix max that leaves the arrival's own out
-    top, got = np.full(len(seq), NEG, np.int64), np.zeros(len(seq), bool)
+    # the stream bound before each arrival (as stream_bound): the released candidates'
+    # evtimes placed at their releasing arrival, their running max without the arrival's own
     done = at >= 0
-    np.maximum.at(top, at[done], evt[done])
-    got[at[done]] = True
-    top[1:], got[1:] = np.maximum.accumulate(top)[:-1], np.logical_or.accumulate(got)[:-1]
-    top[:1], got[:1] = NEG, False
-    keep = cand & (~got | (evt >= top))
+    placed, bb = np.full(len(seq), NONE, np.int64), np.full(len(seq), NONE, np.int64)
+    np.maximum.at(placed, at[done], evt[done])
+    if len(seq):
+        running_max(placed, NONE, False, bb)
+    keep = cand & ((bb == NONE) | (evt >= bb))
     added = {
         DEF: (pa.array(d), LongType()),
         DEF_ARG: (pa.array(arg, pa.int32()), IntegerType()),
-        OWNP: (pa.array(own, mask=own == NEG), LongType()),
+        OWNP: (int64_array(own, own == NEG), LongType()),
         CAND: (pa.array(cand), BooleanType()),
-        REL: (pa.array(rel, mask=~done), LongType()),
-        BB: (pa.array(top, mask=~got), LongType()),
+        REL: (int64_array(rel, ~done), LongType()),
+        BB: (int64_array(bb, bb == NONE), LongType()),
         KEEP: (pa.array(keep), BooleanType()),
     }
     for name, (values, _) in added.items():
