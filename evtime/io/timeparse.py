@@ -473,17 +473,18 @@ def _iso_step(v: np.ndarray, out: np.ndarray, at: int, dates: np.ndarray, first:
     def word(offset: int) -> np.ndarray:  # bytes offset..offset+7 of every value's text
         return np.ndarray((n,), _WORD, out, at + offset, (ISO_WIDTH,))
 
-    # 'yyyy-MM-' | 'ddTHH:MM' | ':SS.ffff' | 'ffffffZ' (bytes 22-29, 22-23 rewritten next)
+    # 'yyyy-MM-' 'ddTHH:MM' ':SS.ffff' 'fffffZ': bytes 0, 8, 16 and 22 (whose first two,
+    # fraction digits 3-4, the word at 16 writes again)
     word(22)[:] = tables.four_at_2[mid] | tables.ninth[ninth]
     word(0)[:] = dates[:, 0][day]
     word(8)[:] = dates[:, 1][day] | tables.hours_minutes[clock]
     word(16)[:] = tables.seconds[clock] | tables.four_at_4[high]
 
 
-@lru_cache(maxsize=8)
+@lru_cache(maxsize=4)
 def _dates(first: int, last: int) -> np.ndarray:
     """Two words a day from ``first`` to ``last`` (days since 1970-01-01): ``yyyy-MM-`` and
-    ``dd`` (the rest zero)."""
+    ``dd`` (the rest zero); at most the 213,503 days of the int64 ns timeline (3.4 MB)."""
     k = last - first + 1
     text = pa.array(np.arange(first, last + 1, dtype=np.int32), pa.date32()).cast(pa.string())
     rows = np.zeros((k, 16), np.uint8)
