@@ -18,6 +18,7 @@ from evtime.engine.scan import (
     FilledInPart,
     KeptInPart,
     apply_in_parts,
+    arrival_numbers,
     arrivals_here,
     bucket_number,
     first_reaching,
@@ -86,6 +87,29 @@ def test_one_chunk_leaves_out_the_per_chunk_pass(spark):
     assert "HashAggregate" in plan_many and "HashAggregate" not in plan_one
     assert "Window" in plan_one
     assert sorted(map(tuple, one.collect())) == sorted(map(tuple, many.collect()))
+
+
+@pytest.mark.parametrize("file,chunk", [(0, 0), (3, 5)])
+def test_arrival_numbers_of_one_chunk_without_counting_it(spark, file, chunk):
+    """A one-chunk input (a file of a small input read in the driver, its rows in any
+    order, a row without ``_evt_seq``) is numbered as the chunks' counts number it, with no
+    aggregate and no join in the plan."""
+    from pyspark.sql import functions as F
+
+    base = (file << SEQ_FILE_SHIFT) + (chunk << CHUNK_SHIFT)
+    seqs = [base + i for i in (4, 0, 2, 1, 3)] + [None]
+    df = spark.createDataFrame([(s,) for s in seqs], f"{SEQ} long").withColumn(
+        CHUNK, F.shiftright(F.col(SEQ), CHUNK_SHIFT)
+    )
+    one = arrival_numbers(df, "a", one_chunk=True)
+    counted = arrival_numbers(df, "a")
+    plan = one._jdf.queryExecution().executedPlan().toString()
+    assert "Aggregate" not in plan and "Join" not in plan
+    got = sorted(one.collect(), key=lambda r: (r[SEQ] is None, r[SEQ] or 0))
+    assert [r["a"] for r in got] == [1, 2, 3, 4, 5, None]
+    assert sorted(map(tuple, one.collect()), key=repr) == sorted(
+        map(tuple, counted.collect()), key=repr
+    )
 
 
 def _as_read(spark, rows, per_chunk: int, parts: int):

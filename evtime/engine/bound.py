@@ -236,7 +236,8 @@ def prepare(
     runs), cut from its lineage (every later step reads these rows several times)."""
     # (numbered from the footers' rows per file when known: a join may have moved the
     # rows, not changed their _evt_seq)
-    df = arrival_numbers(classify(df, spec, carried, one_chunk, as_read), ARRIVAL, as_read)
+    cl = classify(df, spec, carried, one_chunk, as_read)
+    df = arrival_numbers(cl, ARRIVAL, as_read, one_chunk)
     if arrivals:
         df = df.withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(arrivals))
     return df.localCheckpoint()

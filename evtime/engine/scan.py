@@ -439,9 +439,14 @@ def arrival_offsets(df: DataFrame, as_read: AsRead | None = None) -> DataFrame |
 
 
 def arrival_numbers(
-    df: DataFrame, out: str = "arrival", as_read: AsRead | None = None
+    df: DataFrame, out: str = "arrival", as_read: AsRead | None = None, one_chunk: bool = False
 ) -> DataFrame:
-    """1-based arrival numbers over the whole input (dense) (:func:`arrival_offsets`)."""
+    """1-based arrival numbers over the whole input (dense) (:func:`arrival_offsets`).
+    ``one_chunk``: the caller knows that every row has the same ``_evt_chunk`` (a small
+    input read in the driver): no arrival comes before that chunk, a row's number is its
+    place in it (no Spark job counts the chunks)."""
+    if one_chunk:  # (what numbered gives from the one chunk's offset, 0)
+        return df.withColumn(out, F.col(SEQ).bitwiseAND(F.lit((1 << CHUNK_SHIFT) - 1)) + 1)
     return numbered(df, SEQ, arrival_offsets(df, as_read), out)
 
 
