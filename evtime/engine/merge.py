@@ -503,10 +503,10 @@ def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
     )
     cand = ~bnd & ((own == NEG) | (evt >= own)) & (evt >= lag)
     at = _first_reaching(d, evt, cand)
-    rel = np.where(at >= 0, seq[np.maximum(at, 0)], 0)
+    done = at >= 0
+    rel = np.where(done, seq[np.maximum(at, 0)], 0)
     # the stream bound before each arrival (as stream_bound): the released candidates'
     # evtimes placed at their releasing arrival, their running max without the arrival's own
-    done = at >= 0
     placed, bb = np.full(len(seq), NONE, np.int64), np.full(len(seq), NONE, np.int64)
     np.maximum.at(placed, at[done], evt[done])
     if len(seq):

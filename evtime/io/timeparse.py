@@ -40,6 +40,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from evtime.units import UNITS
+
 __all__ = ["EPOCH_FORMATS", "NUMERIC_ERROR", "check_format", "format_ns", "to_ns"]
 
 NS = 1_000_000_000
@@ -444,25 +446,25 @@ def iso_bytes(v: np.ndarray) -> np.ndarray:
     out = np.empty(len(v) * ISO_WIDTH, np.uint8)
     if not len(v):
         return out
-    first, last = int(v.min()) // DAY_NS, int(v.max()) // DAY_NS
+    first, last = int(v.min()) // UNITS["day"], int(v.max()) // UNITS["day"]
     dates = _dates(first, last)
     for start in range(0, len(v), _STEP):
         _iso_step(v[start : start + _STEP], out, start * ISO_WIDTH, dates, first)
     return out
 
 
-DAY_NS = 86_400_000_000_000
 _STEP = 1 << 16  # values made at a time (their temporaries stay in the cache)
 _WORD = np.dtype("<u8")
+_DAY_S = UNITS["day"] // NS  # seconds of a day
 
 
 def _iso_step(v: np.ndarray, out: np.ndarray, at: int, dates: np.ndarray, first: int) -> None:
     """The text of ``v`` into ``out`` from byte ``at`` (see :func:`iso_bytes`)."""
     n = len(v)
-    secs = v // 1_000_000_000  # (floored; int64 wraps in the products, not in the results)
-    frac = (v - secs * 1_000_000_000).astype(np.int32)
-    days = secs // 86_400
-    clock = secs - days * 86_400
+    secs = v // NS  # (floored; int64 wraps in the products, not in the results)
+    frac = (v - secs * NS).astype(np.int32)
+    days = secs // _DAY_S
+    clock = secs - days * _DAY_S
     day = days - first
     high = frac // 100_000  # the fraction's digits 1-4
     low = frac - high * 100_000
@@ -509,15 +511,15 @@ def _tables() -> _Tables:
             rows[:, place] = ord(c) if isinstance(c, str) else c
         return rows.view(_WORD).ravel()
 
-    s = np.arange(86_400)
+    s = np.arange(_DAY_S)
     h, m, sec = s // 3600, s // 60 % 60, s % 60
     d = [h // 10, h % 10, m // 10, m % 10, sec // 10, sec % 10]
     hm = {2: "T", 3: d[0] + 48, 4: d[1] + 48, 5: ":", 6: d[2] + 48, 7: d[3] + 48}
     q = np.arange(10_000)
     four = [q // 1000 + 48, q // 100 % 10 + 48, q // 10 % 10 + 48, q % 10 + 48]
     return _Tables(
-        hours_minutes=words(hm, 86_400),
-        seconds=words({0: ":", 1: d[4] + 48, 2: d[5] + 48, 3: "."}, 86_400),
+        hours_minutes=words(hm, _DAY_S),
+        seconds=words({0: ":", 1: d[4] + 48, 2: d[5] + 48, 3: "."}, _DAY_S),
         four_at_4=words(dict(zip(range(4, 8), four, strict=True)), 10_000),
         four_at_2=words(dict(zip(range(2, 6), four, strict=True)), 10_000),
         ninth=words({6: np.arange(10) + 48, 7: "Z"}, 10),
