@@ -13,10 +13,17 @@ import pytest
 
 from evtime.io import s3concat
 
-MIN = 600  # (the threshold of the tests, in bytes: the staged CSV parts here are 500-750)
+MIN = 70  # (the threshold of the tests, in bytes: the staged CSV parts here are 65-80)
 
 
-def _events(path, n: int = 6000) -> None:
+# Rows of the inputs.  The staged parts are time buckets of the output (at most 1,024, each
+# of the rows in its span): rows 1 ms apart fill about a part each, as many parts as rows
+# (6,000 rows made ~720 parts of ~8 rows, but only took longer: moto serves every request in
+# this process).
+ROWS = 240
+
+
+def _events(path, n: int = ROWS) -> None:
     """Rows 1 ms apart, every 7th late by 3 ms; a device name of varying length."""
     base = datetime(2023, 11, 14, 22, 13, tzinfo=UTC)
     lines = ["time,device,temp"]
@@ -82,8 +89,8 @@ def test_single_file_on_s3_is_the_local_bytes(
     whole = local.read_bytes()
     assert s3.cat(out) == whole
     assert not copies["copied"]  # (the threshold above every part: one PUT)
-    # (about the mean staged part: 6000 rows are staged as about 720 parts here)
-    least = len(whole) // 730
+    # (about the mean staged part)
+    least = len(whole) // ROWS
     copies["threshold"](least)
     r = run_cli(*ARGS, str(src), "-o", out, "--discards", tmp_path / "d.csv", "--overwrite")
     assert r.exit_code == 0, r.stderr
@@ -125,7 +132,9 @@ def test_a_big_output_stays_within_the_part_limit(s3, bucket, monkeypatch, copie
     parts each above S3's least size, the small ones are combined (read here) and the big
     ones copied, in at most 12 parts."""
     monkeypatch.setattr(s3concat, "MAX_PARTS", 12)
-    staged = [bytes([65 + i % 26]) * (10 * MIN if i % 8 == 0 else MIN + 50) for i in range(40)]
+    least = 600
+    copies["threshold"](least)
+    staged = [bytes([65 + i % 26]) * (10 * least if i % 8 == 0 else least + 50) for i in range(40)]
     parts = []
     for i, data in enumerate(staged):
         s3.pipe_file(f"{bucket}/staging/part-{i:05d}", data)
