@@ -345,6 +345,44 @@ def test_parts_as_read_are_marked_done_one_by_one_and_assembled_in_order(tmp_pat
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_rows_written_here_are_one_file_per_sink_in_part_order(tmp_path, fmt):
+    """Rows written in this process (evtime.io.writer.Job.here): every part of a sink goes
+    on in one staged file (hundreds of parts, with gaps in their numbers, given in no
+    order), assembled in the order of the parts, each part's rows as they came."""
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from evtime.columns import PART, ROUTE
+    from evtime.io.reader import Layout
+    from evtime.io.writer import Job, Sink, stage
+
+    parts = [(p * 7) % 400 * 3 for p in range(400)]  # (every part once, out of order)
+    table = pa.table(
+        {
+            PART: pa.array([p for p in parts for _ in range(2)], pa.int64()),
+            "v": pa.array([p * 10 + i for p in parts for i in range(2)], pa.int64()),
+            ROUTE: pa.array(["out", "late"] * len(parts)),
+        }
+    )
+    lay = Layout(pa.schema([("v", pa.int64())]), "v")
+    sinks = [Sink(n, (n,), None, fmt, ["v"]) for n in ("out", "late")]
+    staging = tmp_path / "staging"
+    staging.mkdir()
+    seen = Job(sinks, lay, str(staging)).here(table)
+    assert seen["out"] == seen["late"] == len(parts)
+    assert sorted(os.listdir(staging)) == ["part-late-000000", "part-out-000000"]
+    schema = StructType([StructField("v", LongType()), StructField(ROUTE, StringType())])
+    for sink, i in zip(sinks, range(2), strict=True):
+        out = tmp_path / f"{sink.name}.{fmt}"
+        stage(sink, str(staging), lay, schema, str(out))
+        got = (
+            pq.read_table(out).column("v").to_pylist()
+            if fmt == "parquet"
+            else [int(x) for x in out.read_text().split()[1:]]
+        )
+        assert got == [p * 10 + i for p in sorted(parts)]
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
 def test_derived_columns_are_made_where_the_rows_are_written(tmp_path, fmt):
     """A sink's derived columns (evtime.io.writer.Derived) do not travel with the rows: a
     copy of another column under its own name, or the label an integer column numbers
