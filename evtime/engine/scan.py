@@ -429,10 +429,16 @@ def chunk_offsets(df: DataFrame, out: str) -> DataFrame:
     return count_offsets(df, CHUNK, out)
 
 
-def arrival_offsets(df: DataFrame, as_read: AsRead | None = None) -> DataFrame | np.ndarray:
-    """What :func:`numbered` numbers the arrivals of ``df`` from: when ``as_read`` knows
-    the rows of every file (:attr:`AsRead.file_rows`), the rows before each file (no
-    Spark job counts them); else the arrivals before each chunk (:func:`chunk_offsets`)."""
+def arrival_offsets(
+    df: DataFrame, as_read: AsRead | None = None, one_chunk: bool = False
+) -> DataFrame | np.ndarray | None:
+    """What :func:`numbered` numbers the arrivals of ``df`` from: None when the caller
+    knows every row has the same ``_evt_chunk`` (``one_chunk``: a small input read in the
+    driver; no arrival comes before that chunk); when ``as_read`` knows the rows of every
+    file (:attr:`AsRead.file_rows`), the rows before each file; neither needs a Spark job.
+    Else the arrivals before each chunk (:func:`chunk_offsets`)."""
+    if one_chunk:
+        return None
     if as_read is not None and as_read.file_rows:
         return rows_before(as_read.file_rows)
     return chunk_offsets(df, "_off")
@@ -441,27 +447,27 @@ def arrival_offsets(df: DataFrame, as_read: AsRead | None = None) -> DataFrame |
 def arrival_numbers(
     df: DataFrame, out: str = "arrival", as_read: AsRead | None = None, one_chunk: bool = False
 ) -> DataFrame:
-    """1-based arrival numbers over the whole input (dense) (:func:`arrival_offsets`).
-    ``one_chunk``: the caller knows that every row has the same ``_evt_chunk`` (a small
-    input read in the driver): no arrival comes before that chunk, a row's number is its
-    place in it (no Spark job counts the chunks)."""
-    if one_chunk:  # (what numbered gives from the one chunk's offset, 0)
-        return df.withColumn(out, F.col(SEQ).bitwiseAND(F.lit((1 << CHUNK_SHIFT) - 1)) + 1)
-    return numbered(df, SEQ, arrival_offsets(df, as_read), out)
+    """1-based arrival numbers over the whole input (dense) (:func:`arrival_offsets`)."""
+    return numbered(df, SEQ, arrival_offsets(df, as_read, one_chunk), out)
 
 
-def numbered(df: DataFrame, seq: str, offsets: DataFrame | np.ndarray, out: str) -> DataFrame:
+def numbered(
+    df: DataFrame, seq: str, offsets: DataFrame | np.ndarray | None, out: str
+) -> DataFrame:
     """Add ``out``: the 1-based arrival number of the ``_evt_seq`` value in column ``seq``
     (null stays null), from ``offsets``: ``(_evt_chunk, _off)`` (:func:`chunk_offsets`),
-    or the rows before each file (:func:`arrival_offsets`: an expression, no join)."""
+    the rows before each file, or None for one chunk and nothing before it
+    (:func:`arrival_offsets`: those two an expression, no join)."""
     if isinstance(offsets, np.ndarray):
         return df.withColumn(out, numbers_after(offsets, seq))
-    mask = (1 << CHUNK_SHIFT) - 1
+    in_chunk = F.col(seq).bitwiseAND(F.lit((1 << CHUNK_SHIFT) - 1)) + 1
+    if offsets is None:
+        return df.withColumn(out, in_chunk)
     # (broadcast: one row per 2^20 arrivals; a shuffle join would move every row)
     offsets = F.broadcast(offsets.withColumnRenamed(CHUNK, "_nb_chunk"))
     return (
         df.join(offsets, F.shiftright(seq, CHUNK_SHIFT) == F.col("_nb_chunk"), "left")
-        .withColumn(out, F.col("_off") + F.col(seq).bitwiseAND(F.lit(mask)) + 1)
+        .withColumn(out, F.col("_off") + in_chunk)
         .drop("_off", "_nb_chunk")
     )
 
