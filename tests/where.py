@@ -22,6 +22,8 @@ import traceback
 from typing import Any
 
 LOCAL_CLUSTER = "local-cluster[2,1,1024]"
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+JVM_SETTINGS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 WHERE = ("local", "local-cluster", "connect")
 
 
@@ -170,6 +172,12 @@ class Worker:
         env = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in paths if p)), **(env or {})}
         if where == "local-cluster":
             env["EVTIME_MASTER"] = LOCAL_CLUSTER
+            # its driver and executor JVMs live as long as the tests, running many small
+            # queries: the quick JIT tier, as the shared session's (conftest.TEST_JVM);
+            # generated code stays on (evtime's settings for a cluster)
+            quick = [f"{k}={QUICK_JIT}" for k in JVM_SETTINGS]
+            given = [os.environ["EVTIME_CONF"]] if os.environ.get("EVTIME_CONF") else []
+            env.setdefault("EVTIME_CONF", ",".join(quick + given))
         elif where == "connect":
             # the server evtime starts for --reuse-server, recorded here, not in the user's
             # own state directory; stopped at the end (stop())
