@@ -93,20 +93,14 @@ SEED_PATTERN = "yyyy/MM/dd HH:mm:ss:SSSSSSSSS"
 
 
 # The shared session's JVM runs thousands of small, different queries.  With Java's full JIT
-# its compiler threads took half of its CPU (C1 + C2: 150 of 311 s after six minutes, most
-# of it compiling classes that run a few times: Spark's generated code, Catalyst's rules):
-# so it keeps to the quick tier (C1: tests/where.py QUICK_JIT), and runs Spark's
-# interpreted operators instead of generated code (Janino compiled ~5,000 classes for 175
-# tests), as evtime's own small runs do (DRIVER_IO_CONF).  Both give the same rows (Spark
-# tests its operators both ways); generated code is still run by the local-cluster, Spark
-# Connect, standalone-cluster and subprocess tests, whose JVMs have evtime's own settings.
-# (94 tests on 2 workers: 448 s with neither, 394 s with C1, 360 s with both; session 49
-# in bench/RESULTS.md.)
+# its compiler threads took half of its CPU (C1 + C2: 150 of 311 s after six minutes, ~80,000
+# methods compiled, most of them run a few times: Spark's generated classes, Catalyst's
+# rules): so it keeps to the quick tier (C1: tests/where.py QUICK_JIT), which changes no
+# result.  (Measured in session 49, bench/RESULTS.md: faster on subsets; on the whole suite
+# the VM's own variation was larger than the effect.)
 TEST_SESSION_CONF = {
     "spark.sql.shuffle.partitions": "4",
     "spark.driver.extraJavaOptions": QUICK_JIT,
-    "spark.sql.codegen.wholeStage": "false",
-    "spark.sql.codegen.factoryMode": "NO_CODEGEN",
 }
 
 
