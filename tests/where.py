@@ -173,7 +173,7 @@ class Worker:
         if where == "local-cluster":
             env["EVTIME_MASTER"] = LOCAL_CLUSTER
             # its driver and executor JVMs live as long as the tests, running many small
-            # queries: the quick JIT tier, as the shared session's (conftest.TEST_JVM);
+            # queries: the quick JIT tier, as the shared session's (conftest.TEST_SESSION_CONF);
             # generated code stays on (evtime's settings for a cluster)
             quick = [f"{k}={QUICK_JIT}" for k in JVM_SETTINGS]
             given = [os.environ["EVTIME_CONF"]] if os.environ.get("EVTIME_CONF") else []
