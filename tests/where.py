@@ -23,7 +23,6 @@ from typing import Any
 
 LOCAL_CLUSTER = "local-cluster[2,1,1024]"
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
-JVM_SETTINGS = ("spark.driver.extraJavaOptions", "spark.executor.extraJavaOptions")
 WHERE = ("local", "local-cluster", "connect")
 
 
@@ -175,9 +174,8 @@ class Worker:
             # its driver and executor JVMs live as long as the tests, running many small
             # queries: the quick JIT tier, as the shared session's (conftest.TEST_SESSION_CONF);
             # generated code stays on (evtime's settings for a cluster)
-            quick = [f"{k}={QUICK_JIT}" for k in JVM_SETTINGS]
-            given = [os.environ["EVTIME_CONF"]] if os.environ.get("EVTIME_CONF") else []
-            env.setdefault("EVTIME_CONF", ",".join(quick + given))
+            settings = [f"spark.{w}.extraJavaOptions={QUICK_JIT}" for w in ("driver", "executor")]
+            env["EVTIME_CONF"] = ",".join(filter(None, [*settings, os.environ.get("EVTIME_CONF")]))
         elif where == "connect":
             # the server evtime starts for --reuse-server, recorded here, not in the user's
             # own state directory; stopped at the end (stop())
