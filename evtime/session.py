@@ -289,6 +289,16 @@ def check_reachable(remote: str, timeout: float = 10.0) -> None:
         ) from None
 
 
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+
+def driver_java_options(own: str, conf: dict[str, str]) -> str:
+    """The driver JVM's options of a JVM evtime starts: its own (logging, the class
+    archive), then those of the user's ``--conf spark.driver.extraJavaOptions=...``, which
+    add to them (and win where the same option is given twice: the JVM takes the last)."""
+    return " ".join(filter(None, [own.strip(), conf.get(JAVA_OPTIONS, "").strip()]))
+
+
 def _log4j_options(verbose: bool) -> str:
     path = resources.files("evtime").joinpath("log4j2.properties")
     level = "warn" if verbose else "off"
@@ -394,11 +404,10 @@ def build_session(opts: SessionOptions):  # -> pyspark.sql.SparkSession
         launch = not _jvm_running()  # (a JVM already there keeps its options)
         if launch:
             java_opts = f"{java_opts} {classcache.java_options(java_id)}".rstrip()
-        extra = opts.conf.get("spark.driver.extraJavaOptions")
-        conf["spark.driver.extraJavaOptions"] = f"{java_opts} {extra}" if extra else java_opts
+        conf[JAVA_OPTIONS] = driver_java_options(java_opts, opts.conf)
         if heap := local_heap_setting(opts):
             conf["spark.driver.memory"] = heap  # (opts.conf wins below)
-    conf.update({k: v for k, v in opts.conf.items() if k != "spark.driver.extraJavaOptions"})
+    conf.update({k: v for k, v in opts.conf.items() if k != JAVA_OPTIONS})
     for key, value in conf.items():
         builder = builder.config(key, value)
     restore = _filter_jvm_stderr(opts.verbose) if not opts.remote else None
@@ -502,8 +511,8 @@ def _reused_server_session(builder, opts: SessionOptions, conf: dict[str, str]):
     conf.update(SERVER_CONF)
     # (the server maps the class archive when there is one; it lives too long to write it)
     java_opts = f"{_log4j_options(opts.verbose)} {classcache.java_options(java_id, write=False)}"
-    conf["spark.driver.extraJavaOptions"] = java_opts.rstrip()
     conf.update(opts.conf)
+    conf[JAVA_OPTIONS] = driver_java_options(java_opts, opts.conf)
     _allow_slow_server_start()
     builder = builder.remote(master).config("spark.local.connect.reuse", "true")
     for key, value in conf.items():

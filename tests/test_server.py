@@ -171,15 +171,22 @@ def test_a_server_that_does_not_answer_is_reported_and_restarted(workers, run_cl
         code, out, err, exc = w.run(["server", "status"], None)
         assert code == 0 and f"pid {fresh}" in out, (out, err, exc)
 
-        # a --reuse-server run that finds the server sick restarts it, then runs
+        # a --reuse-server run that finds the server sick restarts it, then runs; the
+        # server it starts has evtime's driver options and the user's --conf ones too
         (workdir / "in.csv").write_text(BAD)
         args = ["adjust", *ADJ, "--bad-rows", "discard", "in.csv"]
         sick.append(fresh)
         os.kill(fresh, signal.SIGSTOP)
-        code, out, err, exc = w.run(args, None, env=fast)
+        mine = "spark.driver.extraJavaOptions=-Devtime.test.option=given"
+        code, out, err, exc = w.run(args, None, env={**fast, "EVTIME_CONF": mine})
         assert code == 0, (err, exc)
         assert "restarting" in err
-        assert _record(w)["pid"] not in sick and not _alive(fresh)
+        started = _record(w)["pid"]
+        assert started not in sick and not _alive(fresh)
+        with open(f"/proc/{started}/cmdline", "rb") as fh:
+            jvm = fh.read().decode().split("\0")
+        assert "-Devtime.test.option=given" in jvm, jvm
+        assert any(a.startswith("-Dlog4j2.configurationFile=") for a in jvm), jvm
         local = run_cli(*args)
         assert local.exit_code == 0, local.stderr
         assert out == local.stdout
