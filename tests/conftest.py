@@ -22,8 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.where import QUICK_JIT
-
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -92,16 +90,10 @@ os.environ["EVTIME_CACHE_DIR"] = os.environ[CACHE_VAR]
 SEED_PATTERN = "yyyy/MM/dd HH:mm:ss:SSSSSSSSS"
 
 
-# The shared session's JVM runs thousands of small, different queries.  With Java's full JIT
-# its compiler threads took half of its CPU (C1 + C2: 150 of 311 s after six minutes, ~80,000
-# methods compiled, most of them run a few times: Spark's generated classes, Catalyst's
-# rules): so it keeps to the quick tier (C1: tests/where.py QUICK_JIT), which changes no
-# result.  (Measured in session 49, bench/RESULTS.md: faster on subsets; on the whole suite
-# the VM's own variation was larger than the effect.)
-TEST_SESSION_CONF = {
-    "spark.sql.shuffle.partitions": "4",
-    "spark.driver.extraJavaOptions": QUICK_JIT,
-}
+# The shared session's JVM keeps Java's full JIT: it runs for the whole suite, and a C1-only
+# JVM (-XX:TieredStopAtLevel=1, as evtime's own small runs start) ran the same 151 tests in
+# 947 s against 713 s side by side, with more CPU (bench/RESULTS.md, session 50).
+TEST_SESSION_CONF = {"spark.sql.shuffle.partitions": "4"}
 
 
 @pytest.fixture(scope="session")

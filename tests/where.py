@@ -22,7 +22,6 @@ import traceback
 from typing import Any
 
 LOCAL_CLUSTER = "local-cluster[2,1,1024]"
-QUICK_JIT = "-XX:TieredStopAtLevel=1"
 WHERE = ("local", "local-cluster", "connect")
 
 
@@ -171,11 +170,6 @@ class Worker:
         env = {"PYTHONPATH": os.pathsep.join(dict.fromkeys(p for p in paths if p)), **(env or {})}
         if where == "local-cluster":
             env["EVTIME_MASTER"] = LOCAL_CLUSTER
-            # its driver and executor JVMs live as long as the tests, running many small
-            # queries: the quick JIT tier, as the shared session's (conftest.TEST_SESSION_CONF);
-            # generated code stays on (evtime's settings for a cluster)
-            settings = [f"spark.{w}.extraJavaOptions={QUICK_JIT}" for w in ("driver", "executor")]
-            env["EVTIME_CONF"] = ",".join(filter(None, [*settings, os.environ.get("EVTIME_CONF")]))
         elif where == "connect":
             # the server evtime starts for --reuse-server, recorded here, not in the user's
             # own state directory; stopped at the end (stop())
