@@ -92,8 +92,14 @@ SEED_PATTERN = "yyyy/MM/dd HH:mm:ss:SSSSSSSSS"
 
 # The shared session's JVM keeps Java's full JIT: it runs for the whole suite, and a C1-only
 # JVM (-XX:TieredStopAtLevel=1, as evtime's own small runs start) ran the same 151 tests in
-# 947 s against 713 s side by side, with more CPU (bench/RESULTS.md, session 50).
-TEST_SESSION_CONF = {"spark.sql.shuffle.partitions": "4"}
+# 947 s against 713 s side by side, with more CPU (bench/RESULTS.md, session 50).  Spark
+# keeps the classes it generates for 100 queries' code (keyed by the code's text); the
+# tests run the same few plans again and again, so it keeps 5000: 126 tests compiled 1560
+# classes instead of 3748 (25 s of Janino instead of 49).  A cache: no result changes.
+TEST_SESSION_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.sql.codegen.cache.maxEntries": "5000",
+}
 
 
 @pytest.fixture(scope="session")
