@@ -49,6 +49,17 @@ def test_status_exits_3_for_a_stale_record(run_cli, tmp_path, monkeypatch):
     assert "not running (stale record)" in r.stdout and f"pid {gone}" in r.stdout
 
 
+def test_start_refuses_a_setting_without_a_value_before_any_server(run_cli, tmp_path, monkeypatch):
+    record = tmp_path / "connect-local.json"
+    monkeypatch.setenv("SPARK_LOCAL_CONNECT_DISCOVERY", str(record))
+    r = run_cli("server", "start", "--conf", "spark.driver.memory")
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    assert r.stderr.strip().splitlines() == [
+        "evtime: --conf takes KEY=VALUE, got 'spark.driver.memory'"
+    ]
+    assert not record.exists()
+
+
 def _alive(pid: int) -> bool:
     """(a zombie, ended but not reaped, is not)"""
     try:
@@ -81,6 +92,11 @@ def _connect(workers):
     if "connect" not in workers:
         workers["connect"] = Worker("connect")
     return workers["connect"]
+
+
+def _command_line(pid: int) -> list[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as fh:
+        return fh.read().decode().split("\0")
 
 
 def _record(w) -> dict:
@@ -151,7 +167,9 @@ def test_runs_release_their_session_on_the_server(workers, workdir, cli_env):
 def test_a_server_that_does_not_answer_is_reported_and_restarted(workers, run_cli, workdir):
     """A server that accepts connections but never answers (here: stopped with SIGSTOP; out
     of heap in the wild): `status` says so and exits 1, `start` replaces it, and so does a
-    --reuse-server run, which then runs (each hung before, waiting for the sick server)."""
+    --reuse-server run, which then runs (each hung before, waiting for the sick server).
+    The servers they start have the settings they were given (`start --conf`; the run's
+    EVTIME_CONF, whose Java options add to evtime's own)."""
     w = _connect(workers)
     code, _, err, exc = w.run(["server", "start"], None)
     assert code == 0, (err, exc)
@@ -162,12 +180,15 @@ def test_a_server_that_does_not_answer_is_reported_and_restarted(workers, run_cl
         code, out, err, exc = w.run(["server", "status"], None, env=fast)
         assert code == 1, (out, err, exc)
         assert "not answering" in out
-        code, out, err, exc = w.run(["server", "start"], None, env=fast)
+        # (with a setting of its own: the server it starts has it)
+        start = ["server", "start", "--conf", "spark.driver.memory=1500m"]
+        code, out, err, exc = w.run(start, None, env=fast)
         assert code == 0, (err, exc)
         assert "restarting" in err
         fresh = _record(w)["pid"]
         assert fresh != sick[0] and not _alive(sick[0])
         assert f"pid {fresh}" in out
+        assert "-Xmx1500m" in _command_line(fresh)
         code, out, err, exc = w.run(["server", "status"], None)
         assert code == 0 and f"pid {fresh}" in out, (out, err, exc)
 
@@ -183,8 +204,7 @@ def test_a_server_that_does_not_answer_is_reported_and_restarted(workers, run_cl
         assert "restarting" in err
         started = _record(w)["pid"]
         assert started not in sick and not _alive(fresh)
-        with open(f"/proc/{started}/cmdline", "rb") as fh:
-            jvm = fh.read().decode().split("\0")
+        jvm = _command_line(started)
         assert "-Devtime.test.option=given" in jvm, jvm
         assert any(a.startswith("-Dlog4j2.configurationFile=") for a in jvm), jvm
         local = run_cli(*args)

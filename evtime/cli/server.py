@@ -22,15 +22,26 @@ def server() -> None:
     runs reuse it, saving the JVM start-up; it runs until stopped."""
 
 
-@server.command(epilog="\b\nExamples:\n  evtime server start")
+@server.command(
+    epilog="\b\nExamples:\n  evtime server start\n"
+    "  evtime server start --conf spark.driver.memory=4g"
+)
+@click.option(
+    "--conf",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Spark setting of the server it starts (repeatable; env EVTIME_CONF=K=V,K=V).",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Spark's warnings and full tracebacks.")
-def start(verbose: bool) -> None:
+def start(conf: tuple[str, ...], verbose: bool) -> None:
     """Start the reused local server now (or find it running), without running a job: for a
     systemd unit or a boot script, so the first --reuse-server job is warm too.  A recorded
-    server that does not answer is stopped and a fresh one started."""
+    server that does not answer is stopped and a fresh one started.  The settings (--conf,
+    EVTIME_CONF) are those the server starts with, as for the first --reuse-server run; a
+    running server keeps its own."""
     from evtime.session import SessionOptions, build_session, server_status
 
-    build_session(SessionOptions(reuse_server=True, verbose=verbose))
+    build_session(SessionOptions.from_cli(None, None, conf, verbose, reuse_server=True))
     info = server_status()
     if info is None:  # pragma: no cover - PySpark recorded nothing
         raise click.ClickException("the local server did not record itself")
