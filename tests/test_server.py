@@ -50,6 +50,8 @@ def test_status_exits_3_for_a_stale_record(run_cli, tmp_path, monkeypatch):
 
 
 def test_start_refuses_a_setting_without_a_value_before_any_server(run_cli, tmp_path, monkeypatch):
+    """`start` reads its settings as a --reuse-server run does: a --conf without a value,
+    or an EVTIME_MASTER that is a cluster's, is one line and status 2, and no server."""
     record = tmp_path / "connect-local.json"
     monkeypatch.setenv("SPARK_LOCAL_CONNECT_DISCOVERY", str(record))
     r = run_cli("server", "start", "--conf", "spark.driver.memory")
@@ -57,6 +59,12 @@ def test_start_refuses_a_setting_without_a_value_before_any_server(run_cli, tmp_
     assert r.stderr.strip().splitlines() == [
         "evtime: --conf takes KEY=VALUE, got 'spark.driver.memory'"
     ]
+    monkeypatch.setenv("EVTIME_MASTER", "spark://cluster.example:7077")
+    r = run_cli("server", "start")
+    assert r.exit_code == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "spark://cluster.example:7077" in lines[0], lines
+    assert "runs a local server" in lines[0]
     assert not record.exists()
 
 
