@@ -75,11 +75,11 @@ def merge_options_of(kw: dict) -> MergeOptions:
     return MergeOptions(range=kw.pop("range_"), **{k: kw.pop(k) for k in keys})
 
 
-def setup(kw: dict, command: str, **how):
+def setup(kw: dict, command: str):
     """:func:`evtime.runner.merge_setup.setup` from a command's ``kw`` (sweep merge): the
     session, the inputs and the operator's options popped from it."""
     ses, inp = options.session(kw), inputs.inputs_of(kw)
-    return merge_setup.setup(ses, inp, merge_options_of(kw), command, **how)
+    return merge_setup.setup(ses, inp, merge_options_of(kw), command)
 
 
 merge_output = options.stack(

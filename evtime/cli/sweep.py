@@ -118,7 +118,7 @@ def sweep_merge(**kw) -> None:
     arrival time, and the mean hold in arrival time."""
     args = runner.SweepMergeArgs(kw["arrival"], tuple(kw.pop("waits")), _table(kw))
     kw["wait"] = None  # the waits are the sweep's settings
-    runner.merge(args, lambda: setup(kw, "sweep merge", classify=False))
+    runner.merge(args, lambda: setup(kw, "sweep merge"))
 
 
 # `sweep merge` takes every option of `evtime merge` that changes what is released; its

@@ -94,6 +94,7 @@ REL = "_evt_rel"  # _evt_seq of the releasing arrival (null: end of input)
 BB = "_evt_b_before"  # stream bound B before the arrival
 SEG = "_evt_seg"
 ARRIVAL = "_evt_arrival"
+REL_ARRIVAL, OUTPUT_POS = "_evt_rel_arrival", "_evt_x_output_pos"  # (explain)
 NEG, POS = -(2**63), 2**63 - 1  # -inf / +inf for D inside the engine (never shown)
 
 
@@ -474,23 +475,27 @@ def classified(df: DataFrame, spec: MergeSpec, here: bool) -> DataFrame:
 
 def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
     """:func:`classify` of a few rows in the general case (not ``spec.simple``; a run that
-    reads its input in this process): the rows
-    fetched with one Spark job and classified here, by the same steps over numpy (the
-    vector scan :func:`_in_blocks` over all rows as one chunk; each candidate's release
-    point the first arrival at or after it whose D' reaches its evtime, :func:`_first_reaching`;
-    the stream bound an exclusive prefix max of the released rows' evtimes placed at their
-    releasing arrival), given back as a DataFrame of the same columns.  (Bounded: the
-    run holds its input here already.)"""
+    reads its input in this process): the rows fetched with one Spark job and classified
+    here (:func:`_classified_here`), given back as a DataFrame of the same columns.
+    (Bounded: the run holds its input here already.)"""
+    t = df.toArrow().sort_by(SEQ)
+    return _local_frame(df, t, _classified_here(t, spec))
+
+
+def _classified_here(t: pa.Table, spec: MergeSpec) -> dict[str, tuple[pa.Array, object]]:
+    """The columns :func:`classify` adds, for the rows of ``t`` (sorted by arrival), by
+    the same steps over numpy: the vector scan :func:`_in_blocks` over all rows as one
+    chunk; each candidate's release point the first arrival at or after it whose D'
+    reaches its evtime (:func:`_first_reaching`); the stream bound an exclusive prefix max
+    of the released rows' evtimes placed at their releasing arrival.  Sources one after
+    the other give the same columns (D' is then the closed form of :func:`_simple_definitive`
+    and no candidate is below the stream bound).  ``{name: (values, Spark type)}``; also
+    ``_at``, each row's releasing position (-1: none), for :func:`explain_here`."""
     import numpy as np
-    from pyspark.sql.pandas.types import to_arrow_schema
     from pyspark.sql.types import BooleanType
 
-    t = df.toArrow().sort_by(SEQ)
     seq, src = values_of(t.column(SEQ)), values_of(t.column(SRC))
     bnd, evt = values_of(t.column(BND)), values_of(t.column(EVT))
-    first, last = np.full(spec.n, POS, np.int64), np.full(spec.n, NEG, np.int64)
-    np.minimum.at(first, src, seq)
-    np.maximum.at(last, src, seq)
     lag = values_of(t.column(LAG).fill_null(NEG))  # (NEG: no wait)
     d, arg, own = _in_blocks(
         np.full(spec.n, NEG, np.int64),
@@ -498,7 +503,7 @@ def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
         src,
         values_of(t.column(CON).fill_null(NEG)),
         lag,
-        (first, last) if spec.join_leave else None,
+        _attached(spec, seq, src),
         spec.n,
     )
     cand = ~bnd & ((own == NEG) | (evt >= own)) & (evt >= lag)
@@ -512,7 +517,7 @@ def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
     if len(seq):
         running_max(placed, NONE, False, bb)
     keep = cand & ((bb == NONE) | (evt >= bb))
-    added = {
+    return {
         DEF: (pa.array(d), LongType()),
         DEF_ARG: (pa.array(arg, pa.int32()), IntegerType()),
         OWNP: (int64_array(own, own == NEG), LongType()),
@@ -520,7 +525,28 @@ def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
         REL: (int64_array(rel, ~done), LongType()),
         BB: (int64_array(bb, bb == NONE), LongType()),
         KEEP: (pa.array(keep), BooleanType()),
+        "_at": (at, None),
     }
+
+
+def _attached(spec: MergeSpec, seq, src):  # -> tuple[np.ndarray, np.ndarray] | None
+    """--join-leave: each source's first and last arrival among rows ``seq`` of sources
+    ``src`` (the ``attach`` of :func:`_in_blocks`); None without it."""
+    import numpy as np
+
+    if not spec.join_leave:
+        return None
+    first, last = np.full(spec.n, POS, np.int64), np.full(spec.n, NEG, np.int64)
+    np.minimum.at(first, src, seq)
+    np.maximum.at(last, src, seq)
+    return first, last
+
+
+def _local_frame(df: DataFrame, t: pa.Table, added: dict) -> DataFrame:
+    """``t`` (rows of ``df``) with the ``added`` columns, as a local DataFrame."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    added = {c: v for c, v in added.items() if v[1] is not None}
     for name, (values, _) in added.items():
         t = t.append_column(name, values)
     schema = StructType(
@@ -924,8 +950,48 @@ def explain(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> Da
         df = df.withColumn(OWN, F.col(OWNP))
     offsets = arrival_offsets(df, as_read)
     df = numbered(df, SEQ, offsets, ARRIVAL)
-    df = numbered(df, REL, offsets, "_evt_rel_arrival").localCheckpoint()
-    df = positions(df, EVT, "_evt_x_output_pos", F.col(KEEP))
+    df = numbered(df, REL, offsets, REL_ARRIVAL).localCheckpoint()
+    return _explained(positions(df, EVT, OUTPUT_POS, F.col(KEEP)), spec)
+
+
+def explain_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """:func:`explain` of :func:`classify` for a few rows (a run that reads its input in
+    this process), in every case: the rows fetched with one Spark job, classified here
+    (:func:`_classified_here`), then the own bounds and D as shown (the vector scan again,
+    discarded rows left out: the same as D' where none moved a bound), arrival numbers
+    (the rows' places in arrival order), release arrivals and output positions (a sort of
+    the kept rows by ``(evtime, arrival)``), all over numpy; the words are :func:`explain`'s
+    (Spark expressions, evaluated by the job that writes them)."""
+    import numpy as np
+
+    t = df.toArrow().sort_by(SEQ)
+    got = _classified_here(t, spec)
+    at = got["_at"][0]
+    m = t.num_rows
+    seq, src = values_of(t.column(SEQ)), values_of(t.column(SRC))
+    bnd, con = values_of(t.column(BND)), values_of(t.column(CON).fill_null(NEG))
+    keep = got[KEEP][0].to_numpy(zero_copy_only=False)
+    counted = np.where(bnd | keep, con, NEG)
+    lag = values_of(t.column(LAG).fill_null(NEG))
+    start = np.full(spec.n, NEG, np.int64)
+    d, arg, own = _in_blocks(start, seq, src, counted, lag, _attached(spec, seq, src), spec.n)
+    kept = np.flatnonzero(keep)
+    pos = np.zeros(m, np.int64)
+    pos[kept[np.lexsort((seq[kept], values_of(t.column(EVT))[kept]))]] = np.arange(1, len(kept) + 1)
+    got |= {
+        DEF: (pa.array(d), LongType()),
+        DEF_ARG: (pa.array(arg, pa.int32()), IntegerType()),
+        OWN: (int64_array(own, own == NEG), LongType()),
+        ARRIVAL: (pa.array(np.arange(1, m + 1, dtype=np.int64)), LongType()),
+        REL_ARRIVAL: (int64_array(at + 1, at < 0), LongType()),
+        OUTPUT_POS: (int64_array(pos, ~keep), LongType()),
+    }
+    return _explained(_local_frame(df, t, got), spec)
+
+
+def _explained(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """The ``_x_<col>`` columns of :func:`explain` from the rows' numbers (D, the own bound
+    as shown, arrival numbers, release arrivals, output positions)."""
     d = F.col(DEF)
     decision = (
         F.when(F.col(BND), present.BOUND)
@@ -940,8 +1006,8 @@ def explain(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> Da
             "_x_evtime": F.col(EVT),
             "_x_decision": decision,
             "_x_bound": F.when((d != F.lit(NEG)) & (d != F.lit(POS)), d),
-            "_x_released_by": F.when(F.col(KEEP), F.col("_evt_rel_arrival").cast("long")),
-            "_x_output_pos": F.col("_evt_x_output_pos"),
+            "_x_released_by": F.when(F.col(KEEP), F.col(REL_ARRIVAL).cast("long")),
+            "_x_output_pos": F.col(OUTPUT_POS),
             "_x_windows": F.lit(None).cast("string"),
             # the row's source's own bound after the arrival (for pictures, not shown)
             "_x_source_bound": F.greatest(F.col(OWN), F.when(F.col(BND) | F.col(KEEP), F.col(CON))),
@@ -980,6 +1046,13 @@ def explained_routed(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = No
     from evtime.columns import ROUTE
 
     return explain(df, spec, as_read).withColumn(ROUTE, route_column())
+
+
+def explained_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
+    """:func:`explain_here` of the prepared rows, each with its ``ROUTE``."""
+    from evtime.columns import ROUTE
+
+    return explain_here(df, spec).withColumn(ROUTE, route_column())
 
 
 def route_numbers(names: list[str], batch: pa.RecordBatch) -> pa.DictionaryArray:

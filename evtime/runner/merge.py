@@ -142,7 +142,7 @@ def routes_of(routes: list[str], kind: str) -> tuple[str, ...]:
 def _merge(args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started: float) -> None:
     """merge without ``--state``."""
     ses, got, spec, df, lay = setup(
-        ses, inp, args.operator, "merge", check, classify=False, meanwhile=_early(args.discards)
+        ses, inp, args.operator, "merge", check, meanwhile=_early(args.discards)
     )
     read = inputs.count_read(df, got)  # on the checkpointed input, before any operator
     copies: dict[str, str] = {}
@@ -187,7 +187,10 @@ def explain_merge(args: ExplainMergeArgs, ses: Session, inp: Inputs) -> None:
     from evtime.engine.scan import sort_in_parts
     from evtime.io.writer import Sink
 
-    df = engine.explained_routed(df, spec, got.as_read)
+    if ses.run.in_driver:  # (a few rows: every step here, one job to fetch them)
+        df = engine.explained_here(df, spec)
+    else:
+        df = engine.explained_routed(engine.classify(df, spec), spec, got.as_read)
     own = present.own_columns(lay.schema.names, lay.time_col)
     summary.note_renamed("explain merge", own)
     hidden = [(ROUTE, ROUTE), (SEQ, SEQ), ("_x_source_bound", "_evt_source_bound")]

@@ -104,12 +104,11 @@ def setup(
     opts: MergeOptions,
     command: str,
     check: Callable | None = None,
-    classify: bool = True,
     stream=None,
     meanwhile: Callable | None = None,
 ):
     """Check options, read the sources (``check(layout)`` before any work on them), and
-    classify every row (only prepare it: ``classify=False``).  ``stream``: ``--state``
+    prepare every row for the operator (``engine.merge.prepare``).  ``stream``: ``--state``
     (:class:`evtime.runner.merge_state.Stream`): opens the state before Spark, and maps this
     run's sources to the stream's.  ``meanwhile(spec)``: what inputs.start runs while Spark
     starts (None: nothing).  Returns ``(ses, got, spec, df, lay)`` (``got``: the
@@ -143,7 +142,4 @@ def setup(
         df = engine.with_now(df, lay, opts.arrival, got.time_format, got.tz, shown)
         df = order_arrivals(df, engine.NOW)
         got = got.but(as_read=AsRead())  # (numbered again: no longer as read)
-    df = engine.prepare(df, spec, groups)
-    if classify:
-        df = engine.classified(df, spec, ses.run.in_driver)
-    return ses, got, spec, df, lay
+    return ses, got, spec, engine.prepare(df, spec, groups), lay

@@ -148,9 +148,7 @@ def _run(
     from evtime.io.writer import Sink
     from evtime.units import truncated_range
 
-    ses, got, spec, df, lay = setup(
-        ses, inp, args.operator, "merge", check, classify=False, stream=stream
-    )
+    ses, got, spec, df, lay = setup(ses, inp, args.operator, "merge", check, stream=stream)
     (stf,) = stream.box
     good = inputs.count_good(df, got)  # bad rows (--bad-rows discard) take no arrival number
     read = good + inputs.rejected_count(got)
