@@ -196,6 +196,7 @@ def test_merge_without_discards_output_is_the_model(run_cli, monkeypatch, case):
     assert f"read {n}, released {len(expected)}, discarded {n - len(expected)}" in r.stderr
 
 
+@pytest.mark.parametrize("where", ["local", "distributed"], indirect=True)
 @spark_settings(10)
 @given(plain_sources())
 @example(  # the last source: a row behind its own bound, one also behind the stream bound
@@ -212,12 +213,12 @@ def test_merge_without_discards_output_is_the_model(run_cli, monkeypatch, case):
         None,
     )
 )
-def test_merge_discards_are_the_model(run_cli, monkeypatch, tmp_path, case):
-    """--discards, read and written in Spark tasks: the discarded rows with the model's
-    arrival numbers and reasons, word for word, and the highest bound they name.  Without
-    a range the words come with the keep flag found in the output's parts (a prefix scan of
-    a few columns); with one, from the prefix scan of whole rows."""
-    monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", "0")
+def test_merge_discards_are_the_model(run_cli, tmp_path, case):
+    """--discards: the discarded rows with the model's arrival numbers and reasons, word for
+    word, and the highest bound they name.  Read and written in Spark tasks, without a
+    range the words come with the keep flag found in the output's parts (a prefix scan of a
+    few columns); with one, from the prefix scan of whole rows.  Read here, every step is
+    done here (``classify_here`` with what is shown)."""
     sources, adjust = case
     opts = {"unit_ns": UNIT_NS[adjust[0]], "range_n": adjust[1]} if adjust else {}
     arrivals = [[Arrival(s, t, b) for _, t, b, _ in rows] for s, rows in enumerate(sources)]
@@ -246,6 +247,32 @@ def test_merge_discards_are_the_model(run_cli, monkeypatch, tmp_path, case):
     assert [row["id"] for row in r.csv()] == [
         sources[s][j][0] for s, j, _ in merge_output(arrivals, **opts)
     ]
+
+
+@spark_settings(8)
+@given(cases())
+def test_merge_discards_read_here_are_those_of_spark(run_cli, monkeypatch, tmp_path, case):
+    """merge --discards on random sources with bound rows, an arrival clock, a wait,
+    join/leave, strict bounds, adjusted sources: read here (every step in this process)
+    and read in Spark's tasks (the prefix scan), the same output and the same discards,
+    byte for byte (their arrivals, reasons and bounds: the words are SPEC's)."""
+    sources, o = case
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = []
+        for s, rows in enumerate(sources):
+            write_source(Path(tmp) / f"s{s}.csv", rows)
+            paths.append(f"S{s}={tmp}/s{s}.csv")
+        got = []
+        for most in (None, "0"):  # (None: read here, as a small input is)
+            if most is None:
+                monkeypatch.delenv("EVTIME_DRIVER_IO_MAX", raising=False)
+            else:
+                monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", most)
+            late = tmp_path / f"late-{most}.csv"
+            r = run_cli("merge", *cli_args(o), *paths, "--discards", late, "--overwrite")
+            assert r.exit_code == 0, r.stderr
+            got.append((r.stdout, late.read_text()))
+    assert got[0] == got[1], o
 
 
 # ---------------------------------------------------------------- merge without a clock

@@ -95,6 +95,7 @@ BB = "_evt_b_before"  # stream bound B before the arrival
 SEG = "_evt_seg"
 ARRIVAL = "_evt_arrival"
 REL_ARRIVAL, OUTPUT_POS = "_evt_rel_arrival", "_evt_x_output_pos"  # (explain)
+SHOWN_DEF, SHOWN_ARG = "_evt_def_shown", "_evt_def_arg_shown"  # (explain here: D as shown)
 NEG, POS = -(2**63), 2**63 - 1  # -inf / +inf for D inside the engine (never shown)
 
 
@@ -465,21 +466,58 @@ def classify(df: DataFrame, spec: MergeSpec) -> DataFrame:
     return df.withColumn(KEEP, keep).localCheckpoint()
 
 
-def classified(df: DataFrame, spec: MergeSpec, here: bool) -> DataFrame:
+def classified(df: DataFrame, spec: MergeSpec, here: bool, shown: bool = False) -> DataFrame:
     """:func:`classify`, or :func:`classify_here` for rows read in this process (``here``)
     in the general case (an arrival order, a wait or --join-leave), whose steps in Spark
-    are a dozen small jobs; sources one after the other take one plan in Spark, run by the
-    job that writes the output."""
-    return classify_here(df, spec) if here and not spec.simple else classify(df, spec)
+    are a dozen small jobs, and whenever the rows' own bounds and arrivals are ``shown``
+    (--discards); else sources one after the other take one plan in Spark, run by the job
+    that writes the output."""
+    if here and (shown or not spec.simple):
+        return classify_here(df, spec, shown)
+    return classify(df, spec)
 
 
-def classify_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
-    """:func:`classify` of a few rows in the general case (not ``spec.simple``; a run that
-    reads its input in this process): the rows fetched with one Spark job and classified
-    here (:func:`_classified_here`), given back as a DataFrame of the same columns.
-    (Bounded: the run holds its input here already.)"""
+def classify_here(df: DataFrame, spec: MergeSpec, shown: bool = False) -> DataFrame:
+    """:func:`classify` of a few rows (a run that reads its input in this process): the
+    rows fetched with one Spark job and classified here (:func:`_classified_here`), given
+    back as a DataFrame of the same columns.  ``shown``: also what explain and the discards
+    show (:func:`_shown_here`).  (Bounded: the run holds its input here already.)"""
     t = df.toArrow().sort_by(SEQ)
-    return _local_frame(df, t, _classified_here(t, spec))
+    got = _classified_here(t, spec)
+    if shown:
+        got |= _shown_here(t, spec, got)
+    return _local_frame(df, t, got)
+
+
+def _shown_here(t: pa.Table, spec: MergeSpec, got: dict) -> dict[str, tuple[pa.Array, object]]:
+    """What explain shows of the rows of ``t`` classified by :func:`_classified_here`
+    (``got``), as :func:`explain` and :func:`with_discard_columns` find it in Spark: the own
+    bounds and D after each arrival with the discarded rows left out (the vector scan
+    again: the same as D' where no discarded row moved a bound; ``OWN``, and ``SHOWN_DEF``,
+    ``SHOWN_ARG`` beside D' and its source, which --emit-bounds reads), arrival numbers
+    (the rows' places in arrival order), release arrivals and output positions (the kept
+    rows sorted by ``(evtime, arrival)``)."""
+    import numpy as np
+
+    at, m = got["_at"][0], t.num_rows
+    seq, src = values_of(t.column(SEQ)), values_of(t.column(SRC))
+    bnd, con = values_of(t.column(BND)), values_of(t.column(CON).fill_null(NEG))
+    keep = got[KEEP][0].to_numpy(zero_copy_only=False)
+    counted = np.where(bnd | keep, con, NEG)
+    lag = values_of(t.column(LAG).fill_null(NEG))
+    start = np.full(spec.n, NEG, np.int64)
+    d, arg, own = _in_blocks(start, seq, src, counted, lag, _attached(spec, seq, src), spec.n)
+    kept = np.flatnonzero(keep)
+    pos = np.zeros(m, np.int64)
+    pos[kept[np.lexsort((seq[kept], values_of(t.column(EVT))[kept]))]] = np.arange(1, len(kept) + 1)
+    return {
+        SHOWN_DEF: (pa.array(d), LongType()),
+        SHOWN_ARG: (pa.array(arg, pa.int32()), IntegerType()),
+        OWN: (int64_array(own, own == NEG), LongType()),
+        ARRIVAL: (pa.array(np.arange(1, m + 1, dtype=np.int64)), LongType()),
+        REL_ARRIVAL: (int64_array(at + 1, at < 0), LongType()),
+        OUTPUT_POS: (int64_array(pos, ~keep), LongType()),
+    }
 
 
 def _classified_here(t: pa.Table, spec: MergeSpec) -> dict[str, tuple[pa.Array, object]]:
@@ -774,10 +812,13 @@ def _simple_releases(df: DataFrame, spec: MergeSpec) -> DataFrame:
 
 
 def with_discard_columns(
-    df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None
+    df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None, here: bool = False
 ) -> DataFrame:
     """``arrival``, ``reason`` and ``bound`` (the bound missed) for the discards sink;
-    ``as_read``: see :func:`~evtime.engine.scan.arrival_numbers`."""
+    ``as_read``: see :func:`~evtime.engine.scan.arrival_numbers`.  ``here``: the rows are
+    :func:`classify_here`'s with what is shown (their own bounds and arrivals known)."""
+    if here:
+        return discard_words(df.withColumn("arrival", F.col(ARRIVAL)), spec)
     if spec.simple:  # a row behind its own bound may be behind the stream bound too
         df = _simple_releases(df, spec)
     return discard_words(arrival_numbers(true_own(df, spec), "arrival", as_read), spec)
@@ -956,37 +997,10 @@ def explain(df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None) -> Da
 
 def explain_here(df: DataFrame, spec: MergeSpec) -> DataFrame:
     """:func:`explain` of :func:`classify` for a few rows (a run that reads its input in
-    this process), in every case: the rows fetched with one Spark job, classified here
-    (:func:`_classified_here`), then the own bounds and D as shown (the vector scan again,
-    discarded rows left out: the same as D' where none moved a bound), arrival numbers
-    (the rows' places in arrival order), release arrivals and output positions (a sort of
-    the kept rows by ``(evtime, arrival)``), all over numpy; the words are :func:`explain`'s
-    (Spark expressions, evaluated by the job that writes them)."""
-    import numpy as np
-
-    t = df.toArrow().sort_by(SEQ)
-    got = _classified_here(t, spec)
-    at = got["_at"][0]
-    m = t.num_rows
-    seq, src = values_of(t.column(SEQ)), values_of(t.column(SRC))
-    bnd, con = values_of(t.column(BND)), values_of(t.column(CON).fill_null(NEG))
-    keep = got[KEEP][0].to_numpy(zero_copy_only=False)
-    counted = np.where(bnd | keep, con, NEG)
-    lag = values_of(t.column(LAG).fill_null(NEG))
-    start = np.full(spec.n, NEG, np.int64)
-    d, arg, own = _in_blocks(start, seq, src, counted, lag, _attached(spec, seq, src), spec.n)
-    kept = np.flatnonzero(keep)
-    pos = np.zeros(m, np.int64)
-    pos[kept[np.lexsort((seq[kept], values_of(t.column(EVT))[kept]))]] = np.arange(1, len(kept) + 1)
-    got |= {
-        DEF: (pa.array(d), LongType()),
-        DEF_ARG: (pa.array(arg, pa.int32()), IntegerType()),
-        OWN: (int64_array(own, own == NEG), LongType()),
-        ARRIVAL: (pa.array(np.arange(1, m + 1, dtype=np.int64)), LongType()),
-        REL_ARRIVAL: (int64_array(at + 1, at < 0), LongType()),
-        OUTPUT_POS: (int64_array(pos, ~keep), LongType()),
-    }
-    return _explained(_local_frame(df, t, got), spec)
+    this process), in every case: :func:`classify_here` with what explain shows, then the
+    words of :func:`explain` (Spark expressions, evaluated by the job that writes them)."""
+    df = classify_here(df, spec, shown=True)
+    return _explained(df.withColumns({DEF: F.col(SHOWN_DEF), DEF_ARG: F.col(SHOWN_ARG)}), spec)
 
 
 def _explained(df: DataFrame, spec: MergeSpec) -> DataFrame:

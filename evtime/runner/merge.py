@@ -97,7 +97,7 @@ def _classified(df, spec, got: Read, discards: str | None, in_driver: bool, limi
             df, spec, limits, late, got.as_read, got.sources, got.found_early
         )
     if step is None:
-        df = engine.classified(df, spec, in_driver)
+        df = engine.classified(df, spec, in_driver, shown=bool(discards))
     return df, step
 
 
@@ -157,7 +157,7 @@ def _merge(args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started:
     limits = truncated_range(got.time_range, spec.unit_ns)
     df, step = _classified(df, spec, got, args.discards, ses.run.in_driver, limits)
     if args.discards and step is None:  # (with a step, the step gives them)
-        df = engine.with_discard_columns(df, spec, got.as_read)
+        df = engine.with_discard_columns(df, spec, got.as_read, here=ses.run.in_driver)
     sinks = _sinks(args, spec, lay.schema.names, copies)
     rows = engine.output_rows(df, routed=step is None)
     if args.emit_bounds:
