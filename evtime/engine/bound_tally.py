@@ -162,11 +162,12 @@ def _offsets(t: DataFrame) -> DataFrame:
     return count_offsets(counts, CHUNK, "_off", weight=ROWS)
 
 
-def late_rows(cl: DataFrame, t: DataFrame, out: str) -> DataFrame:
+def late_rows(cl: DataFrame, t: DataFrame, out: str, one_chunk: bool = False) -> DataFrame:
     """The dropped late rows of ``cl`` (for ``--discards``), with their arrival number in
-    ``out`` from the tally's counts (the rows are not numbered otherwise)."""
+    ``out`` from the tally's counts (the rows are not numbered otherwise); ``one_chunk``:
+    every row of one chunk, nothing before it (their numbers an expression: no join)."""
     late = cl.where(F.col(DECISION) == present.DISCARDED)
-    return numbered(late, SEQ, _offsets(t), out)
+    return numbered(late, SEQ, None if one_chunk else _offsets(t), out)
 
 
 # ---------------------------------------------------------------- a few windows, here

@@ -92,7 +92,7 @@ def _adjust(
     path = choose.choose(spec, facts, df, ctx)
     classified, step = path.adjust(df)
     classified = inputs.where_written(got, classified, step, ses.verbose, "ordered")
-    df, sinks = _sinks(classified, spec, own, args, got.as_read)
+    df, sinks = _sinks(classified, spec, own, args, got.as_read, got.one_chunk)
     out = sinks[0]
     df, reroute = path.routed(df, step)
     if reroute:  # the keep flag is found as each part is written: the route with it
@@ -162,10 +162,10 @@ def _stateful_run(args: AdjustArgs, spec, ses, got, started, spark, df, lay, stf
     summary.summary("adjust", ses, counts, started, read, args.max_discards, carried=stf.carried)
 
 
-def _sinks(df, spec, own: list[str], args: AdjustArgs, as_read=None):
+def _sinks(df, spec, own: list[str], args: AdjustArgs, as_read=None, one_chunk=False):
     """The output (own columns + the adjusted time as ``--as``) and ``--discards`` sinks,
-    with the columns they need added to the classified ``df`` (``as_read``: the input as
-    read, for the discards' arrival numbers)."""
+    with the columns they need added to the classified ``df`` (``as_read``, ``one_chunk``:
+    what the reading knows, for the discards' arrival numbers)."""
     from evtime.engine import adjust as engine
     from evtime.errors import UsageError
     from evtime.io.writer import Derived, Sink, output_format
@@ -189,7 +189,7 @@ def _sinks(df, spec, own: list[str], args: AdjustArgs, as_read=None):
         return df, [out]
     df, copies = outputs.keep_own(df, own)
     out.derived.update({c: Derived(k) for c, k in copies.items()})
-    df = engine.with_discard_columns(df, spec, as_read)
+    df = engine.with_discard_columns(df, spec, as_read, one_chunk)
     late = outputs.discards_sink(
         args.discards, args.overwrite, own, copies=copies, command="adjust"
     )

@@ -173,7 +173,8 @@ def _in_one_pass(run, df, spec, items, sinks, lay, got: Read, read: int) -> dict
         out_frame, key_lay = bound_windows.output(w, spec, names, sinks[0], lay, read)
     jobs = [(out_frame, sinks[:1], key_lay)]
     if len(sinks) > 1:
-        late = engine.routed(bound_tally.late_rows(cl, t, engine.ARRIVAL), spec, True)
+        late = bound_tally.late_rows(cl, t, engine.ARRIVAL, got.one_chunk)
+        late = engine.routed(late, spec, True)
         late = engine.late_in_order(late, limits=arrival_range(read))
         jobs.append((inputs.with_rejected(late, got), sinks[1:], lay))
     written = publish.publish_jobs(

@@ -180,15 +180,15 @@ def _reason(spec: AdjustSpec, bound: str):
 
 
 def with_discard_columns(
-    df: DataFrame, spec: AdjustSpec, as_read: AsRead | None = None
+    df: DataFrame, spec: AdjustSpec, as_read: AsRead | None = None, one_chunk: bool = False
 ) -> DataFrame:
     """``arrival``, ``reason`` and ``bound`` (the bound the row missed) for the discards;
-    the arrival is :data:`ARRIVAL` when the rows have it (``--state``); ``as_read``: see
-    :func:`~evtime.engine.scan.arrival_numbers`."""
+    the arrival is :data:`ARRIVAL` when the rows have it (``--state``); ``as_read`` and
+    ``one_chunk``: see :func:`~evtime.engine.scan.arrival_numbers`."""
     if ARRIVAL in df.columns:
         df = df.withColumn("arrival", F.col(ARRIVAL))
     else:
-        df = arrival_numbers(df, "arrival", as_read)
+        df = arrival_numbers(df, "arrival", as_read, one_chunk)
     df = df.withColumn("bound", sat.sub(F.col(REF_BEFORE), spec.width))
     return df.withColumn("reason", F.when(F.col(KEEP), None).otherwise(_reason(spec, "bound")))
 
