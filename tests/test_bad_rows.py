@@ -286,6 +286,49 @@ def test_bound_bad_rows(run_cli, workdir):
     assert [row["decision"] for row in x.csv()][-1] == "discarded"
 
 
+# late rows, bad ones and a row that moves the bound, in two files: what every command of
+# the cross-check below reads
+_A = HEAD + "".join(
+    f"{i},{t}\n"
+    for i, t in enumerate(
+        [T.format(5), "never", T.format(3), T.format(8), "", T.format(1), T.format(9)]
+    )
+)
+_B = HEAD + f"10,{T.format(7)}\nx,y,z\n11,{T.format(2)}\n12,{T.format(9)}\n"
+_BOUND = ["--window", "2s", "--agg", "count(*) AS n"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [*ADJ, "--discards", "d.csv"],
+        ["explain", *ADJ, "--format", "csv"],
+        ["merge", "--discards", "d.csv"],
+        ["explain", "merge", "--format", "csv"],
+        ["bound", *_BOUND, "--discards", "d.csv"],
+        ["explain", "bound", *_BOUND, "--format", "csv"],
+    ],
+    ids=["adjust", "explain adjust", "merge", "explain merge", "bound", "explain bound"],
+)
+def test_bad_rows_set_aside_here_as_in_spark(run_cli, workdir, monkeypatch, args):
+    """Read here, the bad rows are set aside and the others numbered again in this process;
+    read in Spark's tasks, by Spark: the same output, discards and summary, byte for byte."""
+    _write(workdir, "a.csv", _A)
+    _write(workdir, "b.csv", _B)
+    got = []
+    for most in (None, "0"):  # (None: read here, as a small input is)
+        if most is None:
+            monkeypatch.delenv("EVTIME_DRIVER_IO_MAX", raising=False)
+        else:
+            monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", most)
+        r = run_cli(*args, "--bad-rows", "discard", "--overwrite", "a.csv", "b.csv")
+        assert r.exit_code == 0, r.stderr
+        late = (workdir / "d.csv").read_text() if "--discards" in args else ""
+        got.append((r.stdout, late, re.sub(r" \([0-9.]+s\)", "", r.stderr)))
+    assert "discarded" in got[0][2] and got[0][1 if "--discards" in args else 0].count("bad input")
+    assert got[0] == got[1]
+
+
 def test_header_only_file_next_to_typed_file(run_cli, workdir):
     # a header-only file's columns have no type: the other files' types win
     _write(workdir, "a.csv", "v,time\n")

@@ -192,9 +192,14 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
 
         least, most = pc.min_max(table.column(columns.T)).values()
         time_range = (least.as_py(), most.as_py())
+        schema = reader.spark_schema(lay, opts)
+        if inp.bad_rows == "discard":  # (set aside here: no Spark job to number them again)
+            table, bad_rows = _set_aside_here(table, renumber=not inp.order_by)
+            rejected = spark.createDataFrame(bad_rows, schema)
+            schema = reader.spark_schema(lay)
         first, last = pc.min_max(table.column(columns.CHUNK)).values()
         one_chunk = first.as_py() == last.as_py()
-        df = spark.createDataFrame(table, reader.spark_schema(lay, opts))
+        df = spark.createDataFrame(table, schema)
         # (no streamed scans: they start Python workers, and Spark may evaluate the
         # partition ids of local rows in this process, where they are all 0)
         how = "read in this process (a small local input)"
@@ -215,7 +220,7 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
         how = ""
     if ses.verbose and how:
         click.echo(f"evtime: input {how}", err=True)
-    if inp.bad_rows == "discard":
+    if inp.bad_rows == "discard" and rejected is None:
         # bad rows have no time: they never reach the operator (Read.rejected, see
         # with_rejected); the others are numbered again so arrivals stay dense
         from pyspark.sql import functions as F
@@ -244,6 +249,28 @@ def start(inp: Inputs, ses: Session, check=None, before_spark=None, meanwhile=No
         found_early,
         opts=opts,
     )
+
+
+def _set_aside_here(table, renumber: bool):  # -> (good rows, bad rows): pa.Table
+    """The rows read here without and with a reason to be set aside (``--bad-rows
+    discard``); the good ones numbered again in arrival order when some were set aside
+    and ``renumber`` (so arrivals stay dense, as ``order_arrivals`` numbers them in Spark),
+    without the reason column."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    why = table.column(columns.BAD)
+    bad = table.filter(pc.is_valid(why))
+    good = table.filter(pc.is_null(why)).drop_columns([columns.BAD])
+    if bad.num_rows and renumber:
+        good = good.sort_by([(columns.FILE, "ascending"), (columns.ROW, "ascending")])
+        seq = np.arange(good.num_rows, dtype=np.int64)
+        at = good.schema.get_field_index(columns.SEQ)
+        good = good.set_column(at, columns.SEQ, pa.array(seq))
+        at = good.schema.get_field_index(columns.CHUNK)
+        good = good.set_column(at, columns.CHUNK, pa.array(seq >> columns.CHUNK_SHIFT))
+    return good, bad
 
 
 def arrival_limits(got: Read) -> tuple[int, int] | None:
