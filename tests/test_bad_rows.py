@@ -10,6 +10,7 @@ import re
 import pytest
 
 from tests.test_bad_input import _fails
+from tests.where import here_and_in_spark
 
 ADJ = ["adjust", "--unit", "msec", "--range", "999"]
 HEAD = "id,time\n"
@@ -315,18 +316,16 @@ def test_bad_rows_set_aside_here_as_in_spark(run_cli, workdir, monkeypatch, args
     read in Spark's tasks, by Spark: the same output, discards and summary, byte for byte."""
     _write(workdir, "a.csv", _A)
     _write(workdir, "b.csv", _B)
-    got = []
-    for most in (None, "0"):  # (None: read here, as a small input is)
-        if most is None:
-            monkeypatch.delenv("EVTIME_DRIVER_IO_MAX", raising=False)
-        else:
-            monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", most)
+
+    def run():
         r = run_cli(*args, "--bad-rows", "discard", "--overwrite", "a.csv", "b.csv")
         assert r.exit_code == 0, r.stderr
         late = (workdir / "d.csv").read_text() if "--discards" in args else ""
-        got.append((r.stdout, late, re.sub(r" \([0-9.]+s\)", "", r.stderr)))
-    assert "discarded" in got[0][2] and got[0][1 if "--discards" in args else 0].count("bad input")
-    assert got[0] == got[1]
+        return r.stdout, late, re.sub(r" \([0-9.]+s\)", "", r.stderr)
+
+    here, in_spark = here_and_in_spark(monkeypatch, run)
+    assert "bad input" in (here[1] if "--discards" in args else here[0])
+    assert here == in_spark
 
 
 def test_header_only_file_next_to_typed_file(run_cli, workdir):

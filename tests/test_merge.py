@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import SAMPLES
 from tests.examples import spark_settings
+from tests.where import here_and_in_spark
 
 try:
     from tests.model.adjust import iso
@@ -262,17 +263,15 @@ def test_merge_discards_read_here_are_those_of_spark(run_cli, monkeypatch, tmp_p
         for s, rows in enumerate(sources):
             write_source(Path(tmp) / f"s{s}.csv", rows)
             paths.append(f"S{s}={tmp}/s{s}.csv")
-        got = []
-        for most in (None, "0"):  # (None: read here, as a small input is)
-            if most is None:
-                monkeypatch.delenv("EVTIME_DRIVER_IO_MAX", raising=False)
-            else:
-                monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", most)
-            late = tmp_path / f"late-{most}.csv"
+        late = tmp_path / "late.csv"
+
+        def run():
             r = run_cli("merge", *cli_args(o), *paths, "--discards", late, "--overwrite")
             assert r.exit_code == 0, r.stderr
-            got.append((r.stdout, late.read_text()))
-    assert got[0] == got[1], o
+            return r.stdout, late.read_text()
+
+        here, in_spark = here_and_in_spark(monkeypatch, run)
+    assert here == in_spark, o
 
 
 # ---------------------------------------------------------------- merge without a clock

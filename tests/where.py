@@ -25,6 +25,20 @@ LOCAL_CLUSTER = "local-cluster[2,1,1024]"
 WHERE = ("local", "local-cluster", "connect")
 
 
+def here_and_in_spark(monkeypatch, run) -> list:
+    """``run()`` twice, in this process: its inputs read here as small local inputs are,
+    then read and written in Spark's tasks (``EVTIME_DRIVER_IO_MAX=0``, as big ones are);
+    the two results, for a test that holds the two paths to the same bytes."""
+    got = []
+    for most in (None, "0"):
+        if most is None:
+            monkeypatch.delenv("EVTIME_DRIVER_IO_MAX", raising=False)
+        else:
+            monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", most)
+        got.append(run())
+    return got
+
+
 def invoke(args: list[str], input: str | bytes | None) -> tuple[int, str, str, Any]:
     """``evtime ARGS`` in this process: exit status, stdout, stderr, unexpected exception."""
     from click.testing import CliRunner
