@@ -15,6 +15,7 @@ from evtime.runner import driver, publish
 from evtime.runner.context import RunContext
 from evtime.session import SessionOptions
 from tests.conftest import SAMPLES
+from tests.where import here_and_in_spark
 
 SAMPLE = str(SAMPLES / "tuples.parquet")
 
@@ -134,18 +135,16 @@ def test_which_runs_read_in_the_driver(tmp_path, monkeypatch):
 def _both(run_cli, monkeypatch, tmp_path: Path, args: list[str], outs: list[str]):
     """Run ``args`` (with ``{d}`` for an output directory) reading in the driver and in
     tasks; returns the exit codes, stderrs and the output files' bytes of both."""
-    got = []
-    for limit in (None, "0"):
-        if limit is None:
-            monkeypatch.delenv("EVTIME_DRIVER_IO_MAX", raising=False)
-        else:
-            monkeypatch.setenv("EVTIME_DRIVER_IO_MAX", limit)
-        d = tmp_path / f"limit-{limit}"
+    dirs = iter([tmp_path / "limit-None", tmp_path / "limit-0"])  # (here; in tasks)
+
+    def run():
+        d = next(dirs)
         d.mkdir(exist_ok=True)
         r = run_cli(*(a.format(d=d) for a in args))
         files = {o: (d / o).read_bytes() if (d / o).exists() else None for o in outs}
-        got.append((r.exit_code, r.stderr.split("(")[0], files))
-    return got
+        return r.exit_code, r.stderr.split("(")[0], files
+
+    return here_and_in_spark(monkeypatch, run)
 
 
 def test_bad_rows_discarded_the_same_either_way(run_cli, monkeypatch, tmp_path):
