@@ -53,7 +53,7 @@ from evtime.engine.merge import (
     source_name,
     stream_bound,
 )
-from evtime.engine.scan import arrival_numbers, prefix_max
+from evtime.engine.scan import AsRead, arrival_numbers, prefix_max
 
 ARRIVAL = "_evt_arrival"  # the arrival number in the whole stream (all runs), 1-based
 HELD = "_evt_held"  # kept, and not released by this run
@@ -121,16 +121,21 @@ def classify(
     c: Carried,
     held: DataFrame | None,
     flush: bool,
+    one_chunk: bool = False,
+    as_read: AsRead | None = None,
 ) -> tuple[DataFrame, Carried]:
     """This run's prepared rows (``SRC`` = the source's place in the stream) and the rows
     carried in: every row with ``KEEP``, ``HELD`` (kept for the next run; never with
-    ``flush``), ``ARRIVAL``; and what the next run carries."""
+    ``flush``), ``ARRIVAL``; and what the next run carries.  ``one_chunk``, ``as_read``:
+    what the reading knows, for this run's arrival numbers (see
+    :func:`~evtime.engine.scan.arrival_numbers`)."""
     n = spec.n
     if spec.arrival and c.now is not None:  # the clock never goes back across runs
         df = df.withColumn(NOW, F.greatest(F.col(NOW), F.lit(c.now)))
         if spec.wait is not None:
             df = df.withColumn(LAG, sat.sub(F.col(NOW), spec.wait).cast("long"))
-    df = arrival_numbers(df, ARRIVAL).withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(c.arrivals))
+    df = arrival_numbers(df, ARRIVAL, as_read, one_chunk)
+    df = df.withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(c.arrivals))
     if spec.simple:
         return _simple(df, spec, c, held, flush)
     carried = _carried_rows(held) if held is not None else None

@@ -139,7 +139,9 @@ def _stateful_run(args: AdjustArgs, spec, ses, got, started, spark, df, lay, stf
     own = lay.schema.names
     refs, carried = stf.read(spark, "refs.parquet"), stf.read(spark, "held.parquet")
     df = engine.classify(df, spec, refs, one_chunk=got.one_chunk, as_read=got.as_read)
-    df = engine.carry_on(df, spec, carried, refs, stf.st.arrivals, stf.flush)
+    df = engine.carry_on(
+        df, spec, carried, refs, stf.st.arrivals, stf.flush, got.one_chunk, got.as_read
+    )
     df, sinks = _sinks(df, spec, own, args)
 
     def state_sinks(gen: str) -> list:

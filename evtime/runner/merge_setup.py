@@ -141,5 +141,5 @@ def setup(
         shown = [f.shown for f in files]
         df = engine.with_now(df, lay, opts.arrival, got.time_format, got.tz, shown)
         df = order_arrivals(df, engine.NOW)
-        got = got.but(as_read=AsRead())  # (numbered again: no longer as read)
+        got = got.but(as_read=AsRead(), one_chunk=False)  # (numbered again: not as read)
     return ses, got, spec, engine.prepare(df, spec, groups), lay

@@ -153,7 +153,9 @@ def _run(
     good = inputs.count_good(df, got)  # bad rows (--bad-rows discard) take no arrival number
     read = good + inputs.rejected_count(got)
     held = stf.read(df.sparkSession, "held.parquet")
-    rows, nxt = engine_state.classify(df, spec, stream.carried, held, stf.flush)
+    rows, nxt = engine_state.classify(
+        df, spec, stream.carried, held, stf.flush, got.one_chunk, got.as_read
+    )
     own = lay.schema.names
     if args.discards:
         rows = engine_state.with_discard_columns(rows, spec, stream.carried)

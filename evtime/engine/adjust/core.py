@@ -298,6 +298,8 @@ def carry_on(
     refs: DataFrame | None,
     arrivals: int,
     flush: bool,
+    one_chunk: bool = False,
+    as_read: AsRead | None = None,
 ) -> DataFrame:
     """One run of a stream with ``--state``; needs :func:`classify` (with ``refs``).
 
@@ -309,10 +311,13 @@ def carry_on(
     ``discard``, ``held`` (kept for the next run), plus one ``ref`` row per key carrying the
     new reference time in :data:`REF`.  Carried rows sort before this run's rows at equal
     evtime (``_evt_seq`` = :data:`CARRIED` + arrival), so released rows come out exactly as
-    one run over all the inputs would order them."""
+    one run over all the inputs would order them.  ``one_chunk``, ``as_read``: what the
+    reading knows, for this run's arrival numbers (see
+    :func:`~evtime.engine.scan.arrival_numbers`)."""
     from evtime.columns import ROUTE
 
-    df = arrival_numbers(df, ARRIVAL).withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(arrivals))
+    df = arrival_numbers(df, ARRIVAL, as_read, one_chunk)
+    df = df.withColumn(ARRIVAL, F.col(ARRIVAL) + F.lit(arrivals))
     rows = df
     if carried is not None:
         carried = carried.withColumns(
