@@ -528,7 +528,7 @@ def _classified_here(t: pa.Table, spec: MergeSpec) -> dict[str, tuple[pa.Array, 
     of the released rows' evtimes placed at their releasing arrival.  Sources one after
     the other give the same columns (D' is then the closed form of :func:`_simple_definitive`
     and no candidate is below the stream bound).  ``{name: (values, Spark type)}``; also
-    ``_at``, each row's releasing position (-1: none), for :func:`explain_here`."""
+    ``_at``, each row's releasing position (-1: none), for :func:`_shown_here`."""
     import numpy as np
     from pyspark.sql.types import BooleanType
 
