@@ -480,82 +480,59 @@ def classified(df: DataFrame, spec: MergeSpec, here: bool, shown: bool = False) 
 def classify_here(df: DataFrame, spec: MergeSpec, shown: bool = False) -> DataFrame:
     """:func:`classify` of a few rows (a run that reads its input in this process): the
     rows fetched with one Spark job and classified here (:func:`_classified_here`), given
-    back as a DataFrame of the same columns.  ``shown``: also what explain and the discards
-    show (:func:`_shown_here`).  (Bounded: the run holds its input here already.)"""
+    back as a DataFrame of the same columns; ``shown``: also what explain and the discards
+    show.  (Bounded: the run holds its input here already.)"""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
     t = df.toArrow().sort_by(SEQ)
-    got = _classified_here(t, spec)
-    if shown:
-        got |= _shown_here(t, spec, got)
-    return _local_frame(df, t, got)
+    added = _classified_here(t, spec, shown)
+    for name, (values, _) in added.items():
+        t = t.append_column(name, values)
+    schema = StructType(
+        [*df.schema.fields, *[StructField(c, kind) for c, (_, kind) in added.items()]]
+    )
+    return df.sparkSession.createDataFrame(t.cast(to_arrow_schema(schema)), schema)
 
 
-def _shown_here(t: pa.Table, spec: MergeSpec, got: dict) -> dict[str, tuple[pa.Array, object]]:
-    """What explain shows of the rows of ``t`` classified by :func:`_classified_here`
-    (``got``), as :func:`explain` and :func:`with_discard_columns` find it in Spark: the own
-    bounds and D after each arrival with the discarded rows left out (the vector scan
-    again: the same as D' where no discarded row moved a bound; ``OWN``, and ``SHOWN_DEF``,
-    ``SHOWN_ARG`` beside D' and its source, which --emit-bounds reads), arrival numbers
-    (the rows' places in arrival order), release arrivals and output positions (the kept
-    rows sorted by ``(evtime, arrival)``)."""
-    import numpy as np
-
-    at, m = got["_at"][0], t.num_rows
-    seq, src = values_of(t.column(SEQ)), values_of(t.column(SRC))
-    bnd, con = values_of(t.column(BND)), values_of(t.column(CON).fill_null(NEG))
-    keep = got[KEEP][0].to_numpy(zero_copy_only=False)
-    counted = np.where(bnd | keep, con, NEG)
-    lag = values_of(t.column(LAG).fill_null(NEG))
-    start = np.full(spec.n, NEG, np.int64)
-    d, arg, own = _in_blocks(start, seq, src, counted, lag, _attached(spec, seq, src), spec.n)
-    kept = np.flatnonzero(keep)
-    pos = np.zeros(m, np.int64)
-    pos[kept[np.lexsort((seq[kept], values_of(t.column(EVT))[kept]))]] = np.arange(1, len(kept) + 1)
-    return {
-        SHOWN_DEF: (pa.array(d), LongType()),
-        SHOWN_ARG: (pa.array(arg, pa.int32()), IntegerType()),
-        OWN: (int64_array(own, own == NEG), LongType()),
-        ARRIVAL: (pa.array(np.arange(1, m + 1, dtype=np.int64)), LongType()),
-        REL_ARRIVAL: (int64_array(at + 1, at < 0), LongType()),
-        OUTPUT_POS: (int64_array(pos, ~keep), LongType()),
-    }
-
-
-def _classified_here(t: pa.Table, spec: MergeSpec) -> dict[str, tuple[pa.Array, object]]:
+def _classified_here(
+    t: pa.Table, spec: MergeSpec, shown: bool
+) -> dict[str, tuple[pa.Array, object]]:
     """The columns :func:`classify` adds, for the rows of ``t`` (sorted by arrival), by
-    the same steps over numpy: the vector scan :func:`_in_blocks` over all rows as one
-    chunk; each candidate's release point the first arrival at or after it whose D'
-    reaches its evtime (:func:`_first_reaching`); the stream bound an exclusive prefix max
-    of the released rows' evtimes placed at their releasing arrival.  Sources one after
-    the other give the same columns (D' is then the closed form of :func:`_simple_definitive`
-    and no candidate is below the stream bound).  ``{name: (values, Spark type)}``; also
-    ``_at``, each row's releasing position (-1: none), for :func:`_shown_here`."""
+    the same steps over numpy, ``{name: (values, Spark type)}``: the vector scan
+    :func:`_in_blocks` over all rows as one chunk; each candidate's release point the first
+    arrival at or after it whose D' reaches its evtime (:func:`_first_reaching`); the
+    stream bound an exclusive prefix max of the released rows' evtimes placed at their
+    releasing arrival.  Sources one after the other give the same columns (D' is then the
+    closed form of :func:`_simple_definitive` and no candidate is below the stream bound).
+
+    ``shown``: also what :func:`explain` and :func:`with_discard_columns` find in Spark:
+    the own bounds and D after each arrival with the discarded rows left out (the vector
+    scan again: the same as D' where no discarded row moved a bound; ``OWN``, and
+    ``SHOWN_DEF``, ``SHOWN_ARG`` beside D' and its source, which --emit-bounds reads),
+    arrival numbers (the rows' places in arrival order), release arrivals and output
+    positions (the kept rows sorted by ``(evtime, arrival)``)."""
     import numpy as np
     from pyspark.sql.types import BooleanType
 
     seq, src = values_of(t.column(SEQ)), values_of(t.column(SRC))
     bnd, evt = values_of(t.column(BND)), values_of(t.column(EVT))
+    con = values_of(t.column(CON).fill_null(NEG))
     lag = values_of(t.column(LAG).fill_null(NEG))  # (NEG: no wait)
-    d, arg, own = _in_blocks(
-        np.full(spec.n, NEG, np.int64),
-        seq,
-        src,
-        values_of(t.column(CON).fill_null(NEG)),
-        lag,
-        _attached(spec, seq, src),
-        spec.n,
-    )
+    attach, m = _attached(spec, seq, src), len(seq)
+    start = np.full(spec.n, NEG, np.int64)
+    d, arg, own = _in_blocks(start, seq, src, con, lag, attach, spec.n)
     cand = ~bnd & ((own == NEG) | (evt >= own)) & (evt >= lag)
     at = _first_reaching(d, evt, cand)
     done = at >= 0
     rel = np.where(done, seq[np.maximum(at, 0)], 0)
     # the stream bound before each arrival (as stream_bound): the released candidates'
     # evtimes placed at their releasing arrival, their running max without the arrival's own
-    placed, bb = np.full(len(seq), NONE, np.int64), np.full(len(seq), NONE, np.int64)
+    placed, bb = np.full(m, NONE, np.int64), np.full(m, NONE, np.int64)
     np.maximum.at(placed, at[done], evt[done])
-    if len(seq):
+    if m:
         running_max(placed, NONE, False, bb)
     keep = cand & ((bb == NONE) | (evt >= bb))
-    return {
+    out = {
         DEF: (pa.array(d), LongType()),
         DEF_ARG: (pa.array(arg, pa.int32()), IntegerType()),
         OWNP: (int64_array(own, own == NEG), LongType()),
@@ -563,7 +540,21 @@ def _classified_here(t: pa.Table, spec: MergeSpec) -> dict[str, tuple[pa.Array, 
         REL: (int64_array(rel, ~done), LongType()),
         BB: (int64_array(bb, bb == NONE), LongType()),
         KEEP: (pa.array(keep), BooleanType()),
-        "_at": (at, None),
+    }
+    if not shown:
+        return out
+    counted = np.where(bnd | keep, con, NEG)
+    d, arg, own = _in_blocks(start, seq, src, counted, lag, attach, spec.n)
+    kept = np.flatnonzero(keep)
+    pos = np.zeros(m, np.int64)
+    pos[kept[np.lexsort((seq[kept], evt[kept]))]] = np.arange(1, len(kept) + 1)
+    return out | {
+        SHOWN_DEF: (pa.array(d), LongType()),
+        SHOWN_ARG: (pa.array(arg, pa.int32()), IntegerType()),
+        OWN: (int64_array(own, own == NEG), LongType()),
+        ARRIVAL: (pa.array(np.arange(1, m + 1, dtype=np.int64)), LongType()),
+        REL_ARRIVAL: (int64_array(at + 1, ~done), LongType()),
+        OUTPUT_POS: (int64_array(pos, ~keep), LongType()),
     }
 
 
@@ -578,19 +569,6 @@ def _attached(spec: MergeSpec, seq, src):  # -> tuple[np.ndarray, np.ndarray] | 
     np.minimum.at(first, src, seq)
     np.maximum.at(last, src, seq)
     return first, last
-
-
-def _local_frame(df: DataFrame, t: pa.Table, added: dict) -> DataFrame:
-    """``t`` (rows of ``df``) with the ``added`` columns, as a local DataFrame."""
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    added = {c: v for c, v in added.items() if v[1] is not None}
-    for name, (values, _) in added.items():
-        t = t.append_column(name, values)
-    schema = StructType(
-        [*df.schema.fields, *[StructField(c, kind) for c, (_, kind) in added.items()]]
-    )
-    return df.sparkSession.createDataFrame(t.cast(to_arrow_schema(schema)), schema)
 
 
 def _first_reaching(d, evt, cand):  # -> np.ndarray
@@ -812,12 +790,13 @@ def _simple_releases(df: DataFrame, spec: MergeSpec) -> DataFrame:
 
 
 def with_discard_columns(
-    df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None, here: bool = False
+    df: DataFrame, spec: MergeSpec, as_read: AsRead | None = None
 ) -> DataFrame:
     """``arrival``, ``reason`` and ``bound`` (the bound missed) for the discards sink;
-    ``as_read``: see :func:`~evtime.engine.scan.arrival_numbers`.  ``here``: the rows are
-    :func:`classify_here`'s with what is shown (their own bounds and arrivals known)."""
-    if here:
+    ``as_read``: see :func:`~evtime.engine.scan.arrival_numbers`.  Rows that have their own
+    bounds and arrivals already (:func:`classify_here` with what is shown) just take
+    their words."""
+    if OWN in df.columns and ARRIVAL in df.columns:
         return discard_words(df.withColumn("arrival", F.col(ARRIVAL)), spec)
     if spec.simple:  # a row behind its own bound may be behind the stream bound too
         df = _simple_releases(df, spec)

@@ -264,7 +264,7 @@ def _set_aside_here(table, renumber: bool):  # -> (good rows, bad rows): pa.Tabl
     bad = table.filter(pc.is_valid(why))
     good = table.filter(pc.is_null(why)).drop_columns([columns.BAD])
     if bad.num_rows and renumber:
-        good = good.sort_by([(columns.FILE, "ascending"), (columns.ROW, "ascending")])
+        good = good.sort_by(columns.SEQ)  # (as order_arrivals: by the arrival as read)
         seq = np.arange(good.num_rows, dtype=np.int64)
         at = good.schema.get_field_index(columns.SEQ)
         good = good.set_column(at, columns.SEQ, pa.array(seq))

@@ -157,7 +157,7 @@ def _merge(args: MergeArgs, ses: Session, inp: Inputs, check: Callable, started:
     limits = truncated_range(got.time_range, spec.unit_ns)
     df, step = _classified(df, spec, got, args.discards, ses.run.in_driver, limits)
     if args.discards and step is None:  # (with a step, the step gives them)
-        df = engine.with_discard_columns(df, spec, got.as_read, here=ses.run.in_driver)
+        df = engine.with_discard_columns(df, spec, got.as_read)
     sinks = _sinks(args, spec, lay.schema.names, copies)
     rows = engine.output_rows(df, routed=step is None)
     if args.emit_bounds:
